@@ -1,0 +1,74 @@
+# Kernel manifest → generated translation units → the fmha library.
+#
+# src/instantiations/manifest.cmake lists one entry per (operation, dtype, head dim) with the kernel sets it belongs
+# to. For each entry in FMHA_KERNEL_SET this file generates <build>/generated/<op>_<dtype>_d<hdim>.cu from
+# src/instantiations/<op>.cu.in, and a registry (generated/registry.cpp) that maps the entry to its launch function.
+# Entries left out of the set are still known to the registry, which reports them as kNotBuilt.
+
+set(FMHA_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
+file(MAKE_DIRECTORY ${FMHA_GENERATED_DIR})
+
+set(FMHA_MANIFEST_ENTRIES "")
+function(fmha_kernel op dtype hdim)
+  string(REPLACE ";" " " sets "${ARGN}")
+  set(FMHA_MANIFEST_ENTRIES ${FMHA_MANIFEST_ENTRIES} "${op}|${dtype}|${hdim}|${sets}" PARENT_SCOPE)
+endfunction()
+include(${CMAKE_SOURCE_DIR}/src/instantiations/manifest.cmake)
+
+set(FMHA_KERNEL_SOURCES "")
+set(FMHA_REGISTRY_DECLS "")
+set(FMHA_REGISTRY_ROWS "")
+foreach(entry ${FMHA_MANIFEST_ENTRIES})
+  string(REPLACE "|" ";" parts "${entry}")
+  list(GET parts 0 FMHA_OP)
+  list(GET parts 1 FMHA_DTYPE)
+  list(GET parts 2 FMHA_HDIM)
+  list(GET parts 3 sets)
+  string(REPLACE " " ";" sets "${sets}")
+  set(name "${FMHA_OP}_${FMHA_DTYPE}_d${FMHA_HDIM}")
+  string(TOUPPER "${FMHA_DTYPE}" FMHA_DTYPE_ENUM)
+  set(FMHA_DTYPE_ENUM "k${FMHA_DTYPE_ENUM}")
+  set(built 0)
+  if(FMHA_KERNEL_SET IN_LIST sets)
+    set(built 1)
+    configure_file(${CMAKE_SOURCE_DIR}/src/instantiations/${FMHA_OP}.cu.in ${FMHA_GENERATED_DIR}/${name}.cu @ONLY)
+    list(APPEND FMHA_KERNEL_SOURCES ${FMHA_GENERATED_DIR}/${name}.cu)
+    string(APPEND FMHA_REGISTRY_DECLS "${FMHA_OP}_launch_fn ${name}_launch;\n")
+    string(APPEND FMHA_REGISTRY_ROWS "    {\"${FMHA_OP}\", \"${FMHA_DTYPE}\", ${FMHA_HDIM}, reinterpret_cast<void*>(&${name}_launch)},\n")
+  else()
+    string(APPEND FMHA_REGISTRY_ROWS "    {\"${FMHA_OP}\", \"${FMHA_DTYPE}\", ${FMHA_HDIM}, nullptr},\n")
+  endif()
+endforeach()
+configure_file(${CMAKE_SOURCE_DIR}/src/instantiations/registry.cpp.in ${FMHA_GENERATED_DIR}/registry.cpp @ONLY)
+
+file(GLOB FMHA_API_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.cpp)
+list(REMOVE_ITEM FMHA_API_SOURCES ${CMAKE_SOURCE_DIR}/src/api/c_api.cpp)
+add_library(fmha STATIC ${FMHA_API_SOURCES} ${FMHA_GENERATED_DIR}/registry.cpp ${FMHA_KERNEL_SOURCES})
+target_include_directories(fmha PUBLIC ${CMAKE_SOURCE_DIR}/include PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(fmha PUBLIC CUDA::cudart)
+set_target_properties(fmha PROPERTIES POSITION_INDEPENDENT_CODE ON)
+
+# libfmha_c.so: the C entry points (include/fmha/c_api.h) for bindings such as bench/bench_fwd.py (ctypes).
+add_library(fmha_c SHARED ${CMAKE_SOURCE_DIR}/src/api/c_api.cpp)
+target_link_libraries(fmha_c PRIVATE fmha)
+set_target_properties(fmha_c PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)
+target_compile_options(fmha PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
+
+if(FMHA_KERNEL_SOURCES)
+  enable_language(CUDA)
+  if(NOT EXISTS ${CUTLASS_DIR}/include/cutlass/cutlass.h)
+    message(FATAL_ERROR "CUTLASS_DIR=${CUTLASS_DIR} holds no include/cutlass/cutlass.h: run scripts/setup.sh, which "
+                        "installs nvidia-cutlass==4.2.0.0 there, or pass -DCUTLASS_DIR=<root of the C++ tree>")
+  endif()
+  set_target_properties(fmha PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  target_include_directories(fmha PRIVATE ${CUTLASS_DIR}/include ${CUTLASS_DIR}/tools/util/include)
+  target_compile_definitions(fmha PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:NDEBUG>)
+  target_compile_options(fmha PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:
+      -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr --use_fast_math -O3
+      -Xcompiler=-fno-strict-aliasing -DCUTLASS_ENABLE_GDC_FOR_SM90=0>)
+  if(FMHA_VERBOSE_PTXAS)
+    target_compile_options(fmha PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+  endif()
+endif()
+list(LENGTH FMHA_KERNEL_SOURCES n_kernels)
+message(STATUS "fmha: kernel set '${FMHA_KERNEL_SET}': ${n_kernels} kernel translation unit(s); CUTLASS_DIR=${CUTLASS_DIR}")

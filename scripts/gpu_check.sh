@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU job, on a machine with a Hopper GPU: builds the `full` kernel set unless BUILD_DIR already holds a build,
+# runs the gpu test suite (GoogleTest cases and the seed's CLI matrix), compute-sanitizer on a smoke subset, and
+# the forward benchmark against cuDNN / FlashAttention-2, then prints a compact summary table.
+#
+#   scripts/gpu_check.sh [BUILD_DIR] [OUT_DIR] [STEPS]
+#
+# BUILD_DIR default build; OUT_DIR default gpu-results (logs and JSON land there);
+# STEPS: comma list of tests,cli,sanitizer,bench (default all).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$(realpath -m "${1:-$root/build}")
+out=$(realpath -m "${2:-$root/gpu-results}")
+steps=",${3:-tests,cli,sanitizer,bench},"
+mkdir -p "$out"
+cd "$root"
+
+if [ ! -x "$build/tests/fmha_gpu_tests" ] || [ ! -x "$build/bin/fmha_fwd" ]; then
+  FMHA_KERNEL_SET=full "$root/scripts/setup.sh" "$build" || exit 1
+fi
+# ctest files hold the absolute paths of the machine that configured the build: map them here if they differ.
+configured=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
+if [ -n "$configured" ] && [ ! -e "$configured" ]; then mkdir -p "$(dirname "$configured")" && ln -s "$root" "$configured"; fi
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
+  > "$out/device.txt" 2>&1
+summary=()
+if [[ $steps == *,tests,* ]]; then
+  "$build/tests/fmha_gpu_tests" --gtest_color=no --gtest_output="json:$out/gpu_tests.json" > "$out/gpu_tests.log" 2>&1
+  summary+=("gtest gpu:   $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]|^\[  SKIPPED \] [0-9]' "$out/gpu_tests.log" | tr '\n' ' ')")
+fi
+if [[ $steps == *,cli,* ]]; then
+  (cd "$build" && ctest -L gpu -R '^cli_' -j 4 --output-on-failure) > "$out/cli_tests.log" 2>&1
+  summary+=("cli matrix:  $(grep -E 'tests passed' "$out/cli_tests.log")")
+fi
+if [[ $steps == *,sanitizer,* ]]; then
+  filter='Seed/FwdCaseTest.MatchesReference/varlen_13_causal_qend_bf16:Seed/FwdCaseTest.MatchesReference/gqa_fp16:Edge/FwdCaseTest.MatchesReference/E05_nan_past_keys:Edge/FwdCaseTest.MatchesReference/E03a:Edge/FwdCaseTest.MatchesReference/varlen_persistent'
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 99 "$build/tests/fmha_gpu_tests" --gtest_filter="$filter" \
+      > "$out/sanitizer_$tool.log" 2>&1
+    summary+=("$tool:   rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tr '\n' ' ')")
+  done
+fi
+if [[ $steps == *,bench,* ]]; then
+  python3 "$root/bench/bench_fwd.py" --lib "$build/lib/libfmha_c.so" --json "$out/bench_fwd.json" \
+    > "$out/bench_fwd.log" 2>&1
+  summary+=("bench:       rc=$? (table below, JSON in bench_fwd.json)")
+fi
+echo "== summary ($(head -2 "$out/device.txt" | tail -1))"
+printf '%s\n' "${summary[@]}"
+[ -f "$out/bench_fwd.log" ] && sed -n '/^dtype/,$p' "$out/bench_fwd.log"
+exit 0

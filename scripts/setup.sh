@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Set-up on a fresh Debian machine: system packages, pinned CUTLASS headers, configure and build.
+#
+#   scripts/setup.sh [BUILD_DIR]        (default BUILD_DIR: build)
+#
+# Environment: FMHA_KERNEL_SET=none|ci|full (default ci), FMHA_JOBS (default: nproc).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$root/build}
+kernel_set=${FMHA_KERNEL_SET:-ci}
+jobs=${FMHA_JOBS:-$(nproc)}
+cutlass_version=4.2.0.0
+deps=$root/.deps
+
+# 1. System packages (Debian): compilers and host libraries. Installed only when missing.
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v ninja >/dev/null || need+=(ninja-build)
+command -v g++ >/dev/null || need+=(g++)
+command -v python3 >/dev/null || need+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+for pkg in libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd=sudo
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+if ! command -v nvcc >/dev/null; then
+  for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin; do [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break; done
+fi
+command -v nvcc >/dev/null || { echo "setup: nvcc not found: install the CUDA toolkit (13.0) first" >&2; exit 1; }
+
+# 2. CUTLASS/CuTe headers from the pinned PyPI wheel (its C++ tree lives under cutlass_library/source).
+stamp=$deps/cutlass/.version
+if [ "$(cat "$stamp" 2>/dev/null)" != "$cutlass_version" ]; then
+  echo "setup: installing nvidia-cutlass==$cutlass_version into $deps"
+  rm -rf "$deps/cutlass" "$deps/pip-cutlass"
+  python3 -m pip install -q --disable-pip-version-check --no-deps --target "$deps/pip-cutlass" \
+      "nvidia-cutlass==$cutlass_version"
+  mkdir -p "$deps/cutlass/tools/util"
+  ln -sfn "$deps/pip-cutlass/cutlass_library/source/include" "$deps/cutlass/include"
+  ln -sfn "$deps/pip-cutlass/cutlass_library/source/tools/util/include" "$deps/cutlass/tools/util/include"
+  echo "$cutlass_version" > "$stamp"
+fi
+
+# 3. Configure and build.
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFMHA_KERNEL_SET="$kernel_set" \
+      -DCUTLASS_DIR="$deps/cutlass" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
+start=$(date +%s)
+cmake --build "$build" -j "$jobs"
+echo "setup: build finished in $(( $(date +%s) - start )) s (kernel set: $kernel_set)"
+python3 "$root/scripts/tu_times.py" "$build" || true
