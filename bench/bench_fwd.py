@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Forward attention benchmark: fmha against PyTorch SDPA (cuDNN and FlashAttention-2 backends), side by side.
+
+One process, the same inputs for every backend, CUDA-event timing (median of repeated timed loops after a warm-up).
+Shapes follow shared/perf/h200-anchors.md: total tokens 16k (batch = 16384 / seqlen), heads = 2048 / d, dense BSHD.
+FLOPs = 4 · batch · heads · seqlen² · d, halved for causal (docs/numerics.md). Each fmha output is also compared
+with cuDNN's (max abs difference, reported as `err`).
+
+Usage: python3 bench/bench_fwd.py --lib build/lib/libfmha_c.so [--json out.json] [--dtypes bf16,fp16]
+       [--dims 64,128] [--seqlens 512,1024,2048,4096,8192,16384] [--causal 0,1] [--reps 20] [--persistent 0|1]
+"""
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def load_fmha(path):
+    lib = ctypes.CDLL(path)
+    f = lib.fmha_fwd_contiguous
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_int] * 7 + [ctypes.c_void_p] * 2 + [ctypes.c_int] * 2 + [ctypes.c_void_p] * 5 + \
+        [ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+    return f
+
+
+def time_ms(fn, reps, inner):
+    """Median over `reps` of (one event pair around `inner` back-to-back calls) / inner, in ms."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / inner)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--json")
+    ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--persistent", type=int, default=0)
+    ap.add_argument("--total", type=int, default=16384)
+    args = ap.parse_args()
+
+    fmha = load_fmha(args.lib)
+    err = ctypes.create_string_buffer(512)
+    dev = torch.cuda.get_device_name()
+    rows = []
+    print(f"# device: {dev}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}")
+    for dt_name in args.dtypes.split(","):
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dt_name]
+        for d in [int(x) for x in args.dims.split(",")]:
+            for causal in [bool(int(x)) for x in args.causal.split(",")]:
+                for s in [int(x) for x in args.seqlens.split(",")]:
+                    b, h = max(1, args.total // s), 2048 // d
+                    torch.manual_seed(0)
+                    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
+                    o = torch.empty_like(q)
+                    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+                    stream = torch.cuda.current_stream().cuda_stream
+
+                    def run_fmha():
+                        rc = fmha(1 if dt_name == "bf16" else 0, b, h, h, d, s, s, None, None, 0, 0, q.data_ptr(),
+                                  k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), 2 if causal else 0, 0,
+                                  0.0, args.persistent, stream, err, 512)
+                        if rc != 0:
+                            raise RuntimeError(f"fmha_fwd_contiguous: {err.value.decode()}")
+
+                    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # (b, h, s, d) views
+
+                    def sdpa(backend):
+                        def fn():
+                            with sdpa_kernel(backend):
+                                return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                        return fn
+
+                    flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+                    inner = max(1, int(20 * 512 / s))
+                    row = {"dtype": dt_name, "d": d, "causal": causal, "seqlen": s, "batch": b, "heads": h}
+                    run_fmha()
+                    ref = sdpa(SDPBackend.CUDNN_ATTENTION)().transpose(1, 2)
+                    row["err_vs_cudnn"] = (o.float() - ref.float()).abs().max().item()
+                    for name, fn in [("fmha", run_fmha), ("cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
+                                     ("fa2", sdpa(SDPBackend.FLASH_ATTENTION))]:
+                        try:
+                            ms = time_ms(fn, args.reps, inner)
+                            row[name + "_ms"] = ms
+                            row[name + "_tflops"] = flops / (ms * 1e-3) / 1e12
+                        except RuntimeError as e:  # a backend that does not take this shape
+                            row[name + "_ms"] = None
+                            row[name + "_tflops"] = None
+                            row[name + "_error"] = str(e).splitlines()[0]
+                    if row.get("cudnn_tflops"):
+                        row["ratio_vs_cudnn"] = row["fmha_tflops"] / row["cudnn_tflops"]
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    del q, k, v, o, lse, ref
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": dev, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+                       "command": " ".join(sys.argv), "rows": rows}, f, indent=1)
+    print()
+    print(f"{'dtype':5} {'d':>4} {'causal':>6} {'seqlen':>6} | {'fmha':>6} {'cuDNN':>6} {'FA2':>6} | {'fmha/cuDNN':>10} | err")
+    for r in rows:
+        f = lambda x: f"{x:6.0f}" if x else "   n/a"
+        print(f"{r['dtype']:5} {r['d']:4} {str(r['causal']):>6} {r['seqlen']:6} | {f(r['fmha_tflops'])} "
+              f"{f(r['cudnn_tflops'])} {f(r['fa2_tflops'])} | {r.get('ratio_vs_cudnn', 0):10.3f} | {r['err_vs_cudnn']:.2e}")
+
+
+if __name__ == "__main__":
+    main()

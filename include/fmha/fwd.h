@@ -1,0 +1,79 @@
+// fmha: forward (context / prefill) attention on Hopper.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "fmha/status.h"
+#include "fmha/types.h"
+
+namespace fmha {
+
+/// Arguments of a forward attention call: O = softmax(scale · mask(Q·Kᵀ)) · V, plus LSE.
+///
+/// Layouts (all strides in elements, 64-bit; the head-dim mode is contiguous, stride 1):
+///  * dense (cu_seqlens_q == nullptr): Q, O are [batch][seqlen_q][heads_q][·], K, V are [batch][seqlen_k][heads_kv][·]
+///    (BSHD) with caller strides: element (b, i, h, d) of Q is q[b·q_batch_stride + i·q_row_stride + h·q_head_stride + d].
+///  * varlen (cu_seqlens_q and cu_seqlens_k non-null, device int[batch+1], cu[0] = 0, non-decreasing): Q, O are packed
+///    [total_q][heads_q][·] and K, V [total_k][heads_kv][·]; entry b owns rows [cu[b], cu[b+1]). Batch strides are
+///    ignored. seqlen_q / seqlen_k must be the largest per-entry lengths (upper bounds are fine; they size the grid).
+///    No padding is needed before the first entry or after the last; rows outside an entry are never used in its
+///    results and never written, even when they hold NaN.
+///  * LSE (optional, fp32, natural log of Σ exp(scale·s)): dense [batch][heads_q][seqlen_q]; varlen [heads_q][total_q].
+///    A query row that sees no key gets O = 0 and LSE = −inf.
+///  * GQA/MQA: query head h uses K/V head h / (heads_q / heads_kv).
+/// Alignment: q, k, v, o 16-byte aligned; every row, head and batch stride a multiple of 8 elements (16 bytes).
+/// Dtypes: fp16 or bf16 for Q, K, V and O (O in the input type); fp32 accumulation.
+/// Head dim: any multiple of 8 up to 128; 32, 64 and 128 have their own tiles, others run on the next larger one.
+struct FwdParams {
+  DType dtype = DType::kBF16;
+  int batch = 1;
+  int heads_q = 1;
+  int heads_kv = 1;
+  int head_dim = 128;
+  int seqlen_q = 0;   ///< dense: query length of every entry; varlen: max over entries
+  int seqlen_k = 0;   ///< dense: key length of every entry; varlen: max over entries
+  const int* cu_seqlens_q = nullptr;  ///< device int[batch+1] or null (dense)
+  const int* cu_seqlens_k = nullptr;  ///< device int[batch+1] or null (dense)
+  int total_q = 0;    ///< varlen: rows of Q and O (≥ cu_seqlens_q[batch]); used for the LSE layout and bounds
+  int total_k = 0;    ///< varlen: rows of K and V (≥ cu_seqlens_k[batch])
+
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;  ///< optional
+
+  int64_t q_row_stride = 0, q_head_stride = 0, q_batch_stride = 0;
+  int64_t k_row_stride = 0, k_head_stride = 0, k_batch_stride = 0;
+  int64_t v_row_stride = 0, v_head_stride = 0, v_batch_stride = 0;
+  int64_t o_row_stride = 0, o_head_stride = 0, o_batch_stride = 0;
+
+  MaskType mask = MaskType::kNone;
+  CausalAlign causal_align = CausalAlign::kQBegin;
+  float softmax_scale = 0.f;  ///< 0 means 1/sqrt(head_dim)
+
+  bool persistent = false;    ///< persistent tile scheduler (grid = SMs) instead of one CTA per tile
+  int sm_count = 0;           ///< SMs used by the persistent scheduler; 0 = all of the current device's
+};
+
+/// Fills the strides of `p` for contiguous dense BSHD tensors (or packed varlen tensors when cu_seqlens_q is set),
+/// from batch, heads and head_dim. Strides already set are overwritten.
+void set_contiguous_strides(FwdParams& p);
+
+/// Checks `p` without launching anything. Returns kInvalidArgument naming the first bad argument with the expected
+/// versus actual value, or kNotSupported (dtype, head dim).
+Status fwd_validate(const FwdParams& p);
+
+/// Runs forward attention on `stream` (asynchronous). Errors: those of fwd_validate; kNotBuilt when the kernel for
+/// (dtype, head dim tile) is not in this build's kernel set; kNotSupported when the current device is not sm_90;
+/// kCudaError with the failing call when a launch fails.
+Status fwd(const FwdParams& p, cudaStream_t stream = nullptr);
+
+/// Display name of the kernel that fwd would run for `p` (e.g. "fwd bf16 d128 128x128 causal persistent"), or an
+/// empty string when fwd_validate fails.
+std::string fwd_kernel_name(const FwdParams& p);
+
+}  // namespace fmha

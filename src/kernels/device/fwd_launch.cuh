@@ -1,0 +1,86 @@
+// Host side of the forward kernel: builds TMA descriptors and kernel parameters from FwdParams and launches.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "api/launch.h"
+#include "kernels/kernel/fwd_kernel.cuh"
+
+namespace fmha::device {
+
+using namespace cute;
+
+inline Status cuda_status(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status::ok();
+  return Status(StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+template <class Config, bool Causal>
+Status fwd_run(const FwdParams& a, cudaStream_t stream) {
+  using Element = typename Config::Element;
+  using Params = kernel::FwdKernelParams<Config>;
+  const bool varlen = a.cu_seqlens_q != nullptr;
+
+  // (rows, head dim, heads, batch) views of the caller's tensors. Varlen tensors are one packed "batch".
+  auto gmem = [&](const void* ptr, int rows, int heads, int64_t rs, int64_t hs, int64_t bs) {
+    auto shape = typename Config::GmemShape{rows, a.head_dim, heads, varlen ? 1 : a.batch};
+    auto stride = typename Config::GmemStride{rs, _1{}, hs, varlen ? rs * rows : bs};
+    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_layout(shape, stride));
+  };
+  const int rows_q = varlen ? a.total_q : a.seqlen_q;
+  const int rows_k = varlen ? a.total_k : a.seqlen_k;
+  auto mQ = gmem(a.q, rows_q, a.heads_q, a.q_row_stride, a.q_head_stride, a.q_batch_stride);
+  auto mK = gmem(a.k, rows_k, a.heads_kv, a.k_row_stride, a.k_head_stride, a.k_batch_stride);
+  auto mV = gmem(a.v, rows_k, a.heads_kv, a.v_row_stride, a.v_head_stride, a.v_batch_stride);
+
+  Params p{};
+  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Config::SmemLayoutQ{},
+                          Shape<Int<Config::kBlockM>, Int<Config::kHeadDim>>{}, _1{});
+  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Config::SmemLayoutK{}),
+                          Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{}, _1{});
+  p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Config::SmemLayoutK{}),
+                          Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{}, _1{});
+  p.shape_q = mQ.shape();
+  p.shape_k = mK.shape();
+  p.o = static_cast<Element*>(a.o);
+  p.o_row_stride = a.o_row_stride;
+  p.o_head_stride = a.o_head_stride;
+  p.o_batch_stride = a.o_batch_stride;
+  p.lse = a.lse;
+  p.cu_q = a.cu_seqlens_q;
+  p.cu_k = a.cu_seqlens_k;
+  p.total_q = a.total_q;
+  p.batch = a.batch;
+  p.heads_q = a.heads_q;
+  p.group = a.heads_q / a.heads_kv;
+  p.head_dim = a.head_dim;
+  p.seqlen_q = a.seqlen_q;
+  p.seqlen_k = a.seqlen_k;
+  p.m_blocks = (a.seqlen_q + Config::kBlockM - 1) / Config::kBlockM;
+  p.num_tiles = p.m_blocks * a.batch * a.heads_q;
+  p.scale = a.softmax_scale;
+  p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
+  p.causal_qend = a.causal_align == CausalAlign::kQEnd;
+  if (p.num_tiles == 0) return Status::ok();
+
+  auto kernel = kernel::fwd_kernel<Config, Causal>;
+  constexpr int smem = Config::kSmemBytes;
+  Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                         "cudaFuncSetAttribute(fwd_kernel, max dynamic shared memory)");
+  if (!s) return s;
+  const int grid = a.persistent ? std::min(p.num_tiles, a.sm_count) : p.num_tiles;
+  kernel<<<grid, Config::kThreads, smem, stream>>>(p);
+  return cuda_status(cudaGetLastError(), "launch fwd_kernel");
+}
+
+/// Launch function of one (dtype, head-dim tile) unit: picks the mask variant.
+template <class Element, int HeadDim>
+Status fwd_launch(const FwdParams& a, cudaStream_t stream) {
+  using Config = kernel::FwdConfig<Element, HeadDim>;
+  if (a.mask == MaskType::kCausal) return fwd_run<Config, true>(a, stream);
+  return fwd_run<Config, false>(a, stream);
+}
+
+}  // namespace fmha::device

@@ -1,0 +1,465 @@
+// Forward attention kernel for sm_90a: one producer warp issues TMA loads of Q, K and V into a multi-stage shared
+// memory pipeline (mbarriers); two consumer warpgroups each own 64 query rows of a 128-row tile and compute S = Q·Kᵀ
+// and O += P·V with wgmma, with an fp32 online softmax in exp2 form (scale folded into the exponent).
+//
+// Technique: FlashAttention-3 (Shah et al., 2024, "FlashAttention-3: Fast and Accurate Attention with Asynchrony
+// and Low-precision"): warp specialisation with register reallocation (setmaxnreg), and inside a warpgroup the next
+// block's S = Q·Kᵀ is issued before the current block's softmax so that tensor cores and the softmax overlap.
+// Key blocks are walked from the last to the first, so the blocks that need masking (causal diagonal, the partial
+// tail) come first and the rest run the unmasked fast path.
+//
+// Warp roles (384 threads):
+//   warpgroup 0 (warps 0-3): producer; thread 0 issues every TMA load; registers given away (24 per thread)
+//   warpgroup 1 (warps 4-7): consumer 0, query rows [0, 64) of the tile
+//   warpgroup 2 (warps 8-11): consumer 1, query rows [64, 128) of the tile
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/gemm/collective/builders/sm90_common.inl>
+#include <cutlass/numeric_conversion.h>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include "kernels/fusion/mask.hpp"
+
+namespace fmha::kernel {
+
+using namespace cute;
+
+/// Compile-time configuration of one forward kernel: tile sizes, MMA atoms and shared-memory layouts.
+/// Single source of truth for tile sizes (the host reads kBlockM / kBlockN from here too).
+template <class Element_, int HeadDim_>
+struct FwdConfig {
+  using Element = Element_;
+  static constexpr int kHeadDim = HeadDim_;
+  static constexpr int kBlockM = 128;  // 2 consumer warpgroups × 64 rows
+  static constexpr int kBlockN = HeadDim_ <= 64 ? 128 : 128;
+  static constexpr int kStages = 2;
+  static constexpr int kConsumerWGs = 2;
+  static constexpr int kThreads = 128 * (kConsumerWGs + 1);
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+
+  using BlkM = Int<kBlockM>;
+  using BlkN = Int<kBlockN>;
+  using HD = Int<kHeadDim>;
+
+  using MmaQK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, BlkN, HD>>(), Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
+  using MmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, HD, BlkN>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
+
+  using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkM, HD>());
+  using SmemAtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkN, HD>());
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<BlkM, HD>{}));
+  using SmemLayoutK = decltype(tile_to_shape(SmemAtomK{}, Shape<BlkN, HD, Int<kStages>>{}));
+  using SmemLayoutV = SmemLayoutK;
+  // V viewed as the B operand of O = P·V: (head dim, keys, stage), head dim contiguous (MN-major).
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutV{}, make_ordered_layout(Shape<HD, BlkN, Int<kStages>>{}, Step<_2, _1, _3>{})));
+  // Output staging: row-major, rows padded by 8 elements (16 bytes) against bank conflicts.
+  using SmemLayoutO = Layout<Shape<BlkM, HD>, Stride<Int<kHeadDim + 8>, _1>>;
+
+  using PipelineQ = cutlass::PipelineTmaAsync<1>;
+  using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> k;
+    cute::array_aligned<Element, cosize_v<SmemLayoutV>, 1024> v;
+    cute::array_aligned<Element, cosize_v<SmemLayoutO>, 128> o;
+    typename PipelineQ::SharedStorage pipe_q;
+    typename PipelineKV::SharedStorage pipe_k;
+    typename PipelineKV::SharedStorage pipe_v;
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= 227 * 1024, "forward kernel: shared memory over the sm_90 limit of 227 KiB");
+  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 256, "forward kernel: head-dim tile must be a multiple of 16");
+
+  static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
+
+  // Global tensors as seen by TMA: (rows, head dim, heads, batch).
+  using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)),
+                                          make_layout(GmemShape{}, GmemStride{})));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{}, Shape<BlkM, HD>{}, _1{}));
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}), Shape<BlkN, HD>{},
+                                       _1{}));
+};
+
+/// Kernel parameters (passed by value as a __grid_constant__; TMA descriptors live inside).
+template <class Config>
+struct FwdKernelParams {
+  using Element = typename Config::Element;
+  typename Config::TmaQ tma_q;
+  typename Config::TmaKV tma_k;
+  typename Config::TmaKV tma_v;
+  typename Config::GmemShape shape_q;
+  typename Config::GmemShape shape_k;
+  Element* o;
+  int64_t o_row_stride, o_head_stride, o_batch_stride;
+  float* lse;
+  const int* cu_q;  // null: dense
+  const int* cu_k;
+  int total_q;
+  int batch, heads_q, group;  // group = heads_q / heads_kv
+  int head_dim;               // actual head dim (≤ Config::kHeadDim)
+  int seqlen_q, seqlen_k;     // dense lengths / varlen maxima
+  int m_blocks;
+  int num_tiles;
+  float scale;       // softmax scale
+  float scale_log2;  // scale · log2(e)
+  bool causal_qend;
+};
+
+/// Work tile: one 128-row block of one head of one batch entry, with the entry's geometry.
+struct FwdTile {
+  int m_block, h, b;
+  int q_off, k_off;  // first row of the entry in Q/O and in K/V (varlen), else 0
+  int sq, sk;
+};
+
+/// Tile order: the tile index runs over (batch, head) fastest and query blocks from the last to the first, so the
+/// longest causal tiles start first (longest-processing-time-first for the persistent scheduler).
+template <class Config>
+CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
+  FwdTile w;
+  int bh_count = p.batch * p.heads_q;
+  int bh = t % bh_count;
+  w.m_block = p.m_blocks - 1 - t / bh_count;
+  w.h = bh % p.heads_q;
+  w.b = bh / p.heads_q;
+  if (p.cu_q) {
+    w.q_off = p.cu_q[w.b];
+    w.sq = p.cu_q[w.b + 1] - w.q_off;
+    w.k_off = p.cu_k[w.b];
+    w.sk = p.cu_k[w.b + 1] - w.k_off;
+  } else {
+    w.q_off = 0;
+    w.k_off = 0;
+    w.sq = p.seqlen_q;
+    w.sk = p.seqlen_k;
+  }
+  return w;
+}
+
+/// Issues one warpgroup MMA over all k-blocks; Wait ≥ 0 waits until at most Wait MMA batches remain in flight.
+/// ARegs: A comes from registers (the P·V product), not from shared memory.
+template <bool ZeroInit, int Wait, bool ARegs = false, class Mma, class TA, class TB, class TC>
+CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
+  constexpr bool kARegs = ARegs;
+  if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(tA));
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  if constexpr (ZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 0; k < size<2>(tA); ++k) {
+    cute::gemm(mma, tA(_, _, k), tB(_, _, k), tC);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  if constexpr (Wait >= 0) warpgroup_wait<Wait>();
+  warpgroup_fence_operand(tC);
+  if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(tA));
+}
+
+/// View of a wgmma accumulator ((2, 2, V), M, N) as (rows, columns) = ((2, M), (2, V, N)) for row reductions.
+template <class Layout>
+CUTLASS_DEVICE constexpr auto acc_rowcol(Layout l) {
+  auto l0 = get<0>(l);
+  return make_layout(make_layout(get<1>(l0), get<1>(l)), make_layout(get<0>(l0), get<2>(l0), get<2>(l)));
+}
+
+template <int N>
+CUTLASS_DEVICE float quad_allreduce_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+  return x;
+}
+CUTLASS_DEVICE float quad_allreduce_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 1);
+  x += __shfl_xor_sync(0xffffffff, x, 2);
+  return x;
+}
+
+template <class Config, bool Causal>
+__global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONSTANT FwdKernelParams<Config> const p) {
+  using Element = typename Config::Element;
+  using SharedStorage = typename Config::SharedStorage;
+  using PipelineQ = typename Config::PipelineQ;
+  using PipelineKV = typename Config::PipelineKV;
+  constexpr int kBlockM = Config::kBlockM;
+  constexpr int kBlockN = Config::kBlockN;
+  constexpr int kHeadDim = Config::kHeadDim;
+  using Walk = MaskWalk<kBlockM, kBlockN, Causal>;
+
+  extern __shared__ __align__(1024) char smem_raw[];
+  SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_raw);
+
+  const int warp_group = threadIdx.x / 128;
+  const int warp_idx = cutlass::canonical_warp_idx_sync();
+  const bool is_producer_thread = threadIdx.x == 0;
+
+  if (is_producer_thread) {
+    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+  }
+
+  using Role = typename PipelineKV::ThreadCategory;
+  typename PipelineQ::Params pq;
+  pq.transaction_bytes = Config::kBytesQ;
+  pq.role = warp_group == 0 ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
+  pq.is_leader = is_producer_thread;
+  pq.num_consumers = 128 * Config::kConsumerWGs;
+  typename PipelineKV::Params pkv;
+  pkv.transaction_bytes = Config::kBytesKV;
+  pkv.role = warp_group == 0 ? Role::Producer : Role::Consumer;
+  pkv.is_leader = is_producer_thread;
+  pkv.num_consumers = 128 * Config::kConsumerWGs;
+  PipelineQ pipe_q(ss.pipe_q, pq, Shape<_1, _1, _1>{});
+  PipelineKV pipe_k(ss.pipe_k, pkv, Shape<_1, _1, _1>{});
+  PipelineKV pipe_v(ss.pipe_v, pkv, Shape<_1, _1, _1>{});
+  __syncthreads();
+
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Config::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Config::SmemLayoutK{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Config::SmemLayoutV{});
+  Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Config::SmemLayoutVt{});
+  Tensor sO = make_tensor(make_smem_ptr(ss.o.data()), typename Config::SmemLayoutO{});
+
+  if (warp_group == 0) {
+    // ------------------------------------------------------------------------------------------------ producer
+    cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
+    if (!is_producer_thread) return;
+    auto q_state = cutlass::make_producer_start_state<PipelineQ>();
+    auto k_state = cutlass::make_producer_start_state<PipelineKV>();
+    auto v_state = cutlass::make_producer_start_state<PipelineKV>();
+    Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
+    Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
+    Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
+    for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+      FwdTile w = decode_tile(p, t);
+      if (w.m_block * kBlockM >= w.sq) continue;
+      Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM};
+      const int n_blocks = walk.n_blocks();
+      if (n_blocks == 0) continue;
+      const int bq = p.cu_q ? 0 : w.b;
+      const int hk = w.h / p.group;
+      Tensor gQ = local_tile(domain_offset(make_coord(w.q_off, _0{}), mQ(_, _, w.h, bq)),
+                             Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(w.m_block, _0{}));
+      Tensor gK = local_tile(domain_offset(make_coord(w.k_off, _0{}), mK(_, _, hk, bq)),
+                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
+      Tensor gV = local_tile(domain_offset(make_coord(w.k_off, _0{}), mV(_, _, hk, bq)),
+                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
+      auto part_q = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+      auto part_k = tma_partition(p.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto part_v = tma_partition(p.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+      Tensor tQg = get<0>(part_q);
+      Tensor tQs = get<1>(part_q);
+      Tensor tKg = get<0>(part_k);
+      Tensor tKs = get<1>(part_k);
+      Tensor tVg = get<0>(part_v);
+      Tensor tVs = get<1>(part_v);
+
+      auto load_k = [&](int n) {
+        pipe_k.producer_acquire(k_state);
+        copy(p.tma_k.with(*pipe_k.producer_get_barrier(k_state)), tKg(_, n), tKs(_, k_state.index()));
+        ++k_state;
+      };
+      auto load_v = [&](int n) {
+        pipe_v.producer_acquire(v_state);
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(v_state)), tVg(_, n), tVs(_, v_state.index()));
+        ++v_state;
+      };
+      pipe_q.producer_acquire(q_state);
+      copy(p.tma_q.with(*pipe_q.producer_get_barrier(q_state)), tQg, tQs);
+      ++q_state;
+      int n = n_blocks - 1;
+      load_k(n);
+      for (; n > 0; --n) {
+        load_k(n - 1);
+        load_v(n);
+      }
+      load_v(0);
+    }
+    return;
+  }
+
+  // -------------------------------------------------------------------------------------------------- consumers
+  cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();
+  const int tid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
+  const int wg = tid / 128;           // which 64-row half of the tile
+  const int tid_wg = tid % 128;
+  typename Config::MmaQK mma_qk;
+  typename Config::MmaPV mma_pv;
+  auto thr_qk = mma_qk.get_thread_slice(tid);
+  auto thr_pv = mma_pv.get_thread_slice(tid);
+
+  Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, 1, K)
+  Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, 1, K, stage)
+  Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, 1, K, stage)
+  Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+  Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+  Tensor tOrP = thr_pv.partition_fragment_A(
+      make_tensor(make_smem_ptr(static_cast<Element*>(nullptr)), Layout<Shape<Int<kBlockM>, Int<kBlockN>>>{}));
+  static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P fragment must mirror S accumulator");
+
+  // Coordinates (row within tile, column within block) of every accumulator element of this thread.
+  Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  Tensor S = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+  Tensor Sc = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+  Tensor O = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
+  constexpr int kRows = decltype(size<0>(S))::value;  // 2 rows per thread
+  constexpr int kCols = decltype(size<1>(S))::value;
+
+  auto q_state = cutlass::PipelineState<1>();
+  auto k_state = cutlass::PipelineState<Config::kStages>();
+  auto v_state = cutlass::PipelineState<Config::kStages>();
+  const float scale_log2 = p.scale_log2;
+  const int wg_barrier = 1 + wg;  // named barrier of this warpgroup (0 is __syncthreads)
+
+  for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+    FwdTile w = decode_tile(p, t);
+    if (w.m_block * kBlockM >= w.sq) continue;
+    Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM};
+    const int n_blocks = walk.n_blocks();
+
+    float row_max[kRows], row_sum[kRows];
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.f;
+    }
+    clear(tOrO);
+
+    // Masks the block (when needed), updates the running max and sum, and turns S into unnormalised P.
+    // Returns through `corr` the factor by which earlier O and sums must be rescaled.
+    auto softmax_block = [&](int n, bool need_mask, float (&corr)[kRows]) {
+      if (need_mask) {
+        const int i0 = w.m_block * kBlockM;
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < kRows; ++r)
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < kCols; ++c) {
+            const int i = i0 + get<0>(Sc(r, c));
+            const int j = n * kBlockN + get<1>(Sc(r, c));
+            if (!walk.visible(i, j)) S(r, c) = -INFINITY;
+          }
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        float m = S(r, 0);
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 1; c < kCols; ++c) m = fmaxf(m, S(r, c));
+        m = quad_allreduce_max<4>(m);
+        const float new_max = fmaxf(row_max[r], m);
+        corr[r] = new_max == -INFINITY ? 1.f : exp2f((row_max[r] - new_max) * scale_log2);
+        const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+        float sum = 0.f;
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < kCols; ++c) {
+          S(r, c) = exp2f(fmaf(S(r, c), scale_log2, -base));
+          sum += S(r, c);
+        }
+        row_sum[r] = row_sum[r] * corr[r] + sum;
+        row_max[r] = new_max;
+      }
+    };
+    auto convert_p = [&]() {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) tOrP(i) = static_cast<Element>(tSrS(i));
+    };
+    // Keys past the entry's end may hold anything (the next entry's rows, or NaN): P is 0 there, but 0·NaN = NaN,
+    // so the rows of V past the end are zeroed before P·V. Dense tensors need nothing: TMA fills them with zeros.
+    auto zero_v_tail = [&](int n, int stage) {
+      const int valid = w.sk - n * kBlockN;
+      if (p.cu_k == nullptr || valid >= kBlockN) return;
+      for (int idx = tid_wg; idx < (kBlockN - valid) * kHeadDim; idx += 128) {
+        sV(valid + idx / kHeadDim, idx % kHeadDim, stage) = Element(0);
+      }
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(128, wg_barrier);
+    };
+
+    if (n_blocks > 0) {
+      pipe_q.consumer_wait(q_state);
+      int n = n_blocks - 1;
+      pipe_k.consumer_wait(k_state);
+      wg_gemm<true, 0>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
+      pipe_k.consumer_release(k_state);
+      ++k_state;
+      float corr[kRows];
+      softmax_block(n, true, corr);
+      for (; n > 0; --n) {
+        convert_p();
+        pipe_k.consumer_wait(k_state);
+        wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
+        pipe_v.consumer_wait(v_state);
+        zero_v_tail(n, v_state.index());
+        wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+        warpgroup_wait<1>();
+        pipe_k.consumer_release(k_state);
+        ++k_state;
+        softmax_block(n - 1, walk.needs_mask(n - 1), corr);
+        warpgroup_wait<0>();
+        pipe_v.consumer_release(v_state);
+        ++v_state;
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < kRows; ++r)
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < size<1>(O); ++c) O(r, c) *= corr[r];
+      }
+      convert_p();
+      pipe_v.consumer_wait(v_state);
+      zero_v_tail(0, v_state.index());
+      wg_gemm<false, 0, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+      pipe_v.consumer_release(v_state);
+      ++v_state;
+      pipe_q.consumer_release(q_state);
+      ++q_state;
+    }
+
+    // ------------------------------------------------------------------------------------------------ epilogue
+    float inv[kRows];
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = quad_allreduce_sum(row_sum[r]);
+      inv[r] = sum > 0.f ? 1.f / sum : 0.f;
+      const float lse = sum > 0.f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
+      const int row = get<0>(Sc(r, 0));
+      const int i = w.m_block * kBlockM + row;
+      if (p.lse != nullptr && (tid_wg % 4) == 0 && i < w.sq) {
+        const int64_t idx = p.cu_q ? int64_t(w.h) * p.total_q + w.q_off + i
+                                   : (int64_t(w.b) * p.heads_q + w.h) * p.seqlen_q + i;
+        p.lse[idx] = lse;
+      }
+    }
+    Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < kRows; ++r)
+      CUTLASS_PRAGMA_UNROLL
+      for (int c = 0; c < size<1>(O); ++c) sO(get<0>(Oc(r, c)), get<1>(Oc(r, c))) = static_cast<Element>(O(r, c) * inv[r]);
+    cutlass::arch::NamedBarrier::sync(128, wg_barrier);
+    constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+    Element* o_base = p.o + (p.cu_q ? 0 : int64_t(w.b) * p.o_batch_stride) + int64_t(w.h) * p.o_head_stride;
+    for (int idx = tid_wg; idx < 64 * kChunks; idx += 128) {
+      const int row = wg * 64 + idx / kChunks;
+      const int col = (idx % kChunks) * 8;
+      const int i = w.m_block * kBlockM + row;
+      if (i < w.sq && col < p.head_dim) {
+        const uint4 val = *reinterpret_cast<const uint4*>(&sO(row, col));
+        *reinterpret_cast<uint4*>(o_base + int64_t(w.q_off + i) * p.o_row_stride + col) = val;
+      }
+    }
+    cutlass::arch::NamedBarrier::sync(128, wg_barrier);
+  }
+}
+
+}  // namespace fmha::kernel

@@ -1,0 +1,252 @@
+// GPU forward tests: the seed's matrix (spec §8) for fp16 and bf16, the edge cases of shared/cases/edge-cases.md,
+// real model shapes, determinism and a non-default stream. Every output is poisoned with NaN before the launch and
+// compared with the CPU reference (k = 2 scale-aware rule); memory outside valid rows must keep its poison.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_env.h"
+#include "testing/fwd_runner.h"
+
+using fmha::CausalAlign;
+using fmha::DType;
+using fmha::MaskType;
+using fmha::testing::FwdCase;
+using fmha::testing::run_fwd_case;
+
+namespace {
+
+struct Named {
+  std::string name;
+  FwdCase c;
+};
+
+std::vector<int> rep(int n, int v) { return std::vector<int>(size_t(n), v); }
+
+FwdCase dense(int b, int h, int hk, int sq, int sk, int d, MaskType m, CausalAlign a = CausalAlign::kQBegin) {
+  FwdCase c;
+  c.batch = b, c.heads_q = h, c.heads_kv = hk, c.head_dim = d;
+  c.seqlens_q = rep(b, sq), c.seqlens_k = rep(b, sk);
+  c.mask = m, c.align = a;
+  return c;
+}
+
+FwdCase varlen(int h, int hk, int d, std::vector<int> q, std::vector<int> k, MaskType m,
+               CausalAlign a = CausalAlign::kQBegin) {
+  FwdCase c;
+  c.batch = int(q.size()), c.heads_q = h, c.heads_kv = hk, c.head_dim = d;
+  c.seqlens_q = std::move(q), c.seqlens_k = std::move(k);
+  c.varlen = true, c.mask = m, c.align = a;
+  return c;
+}
+
+/// The seed's forward matrix (spec §8.1): BASIC … VARLEN_22, with each causal case in both alignments.
+std::vector<Named> seed_matrix() {
+  std::vector<Named> v;
+  v.push_back({"basic", dense(1, 4, 4, 512, 512, 128, MaskType::kNone)});
+  v.push_back({"causal_00", dense(1, 4, 4, 512, 512, 128, MaskType::kCausal)});
+  v.push_back({"causal_01_qend", dense(1, 1, 1, 1013, 1024, 128, MaskType::kCausal, CausalAlign::kQEnd)});
+  v.push_back({"causal_01_qbegin", dense(1, 1, 1, 1013, 1024, 128, MaskType::kCausal, CausalAlign::kQBegin)});
+  v.push_back({"varlen", varlen(4, 4, 128, {512}, {512}, MaskType::kResidual)});
+  v.push_back({"hdim64", dense(2, 4, 4, 512, 512, 64, MaskType::kNone)});
+  v.push_back({"gqa", dense(2, 4, 2, 512, 512, 64, MaskType::kNone)});
+  struct L { int d, h, hk; std::vector<int> q, k; };
+  const std::vector<L> lists = {
+      {128, 8, 4, {128}, {128}}, {64, 4, 4, {128}, {128}}, {128, 4, 2, {128}, {128}},
+      {128, 8, 8, {256, 256}, {512, 512}}, {128, 8, 4, {256, 256}, {512, 512}}, {128, 8, 1, {256, 256}, {512, 512}},
+      {128, 8, 2, {256, 256, 256, 256}, {256, 768, 512, 512}}, {128, 8, 2, {256, 256, 256, 256}, {256, 0, 1280, 512}},
+      {128, 8, 2, {256, 0, 512, 256}, {256, 256, 1024, 512}}, {64, 16, 16, {100, 300}, {100, 300}},
+      {64, 4, 4, {3, 2}, {2, 5}}, {64, 4, 2, {17, 10}, {13, 10}}, {64, 4, 4, {177, 845}, {257, 766}},
+      {64, 4, 2, {177, 366, 479}, {257, 0, 766}}, {64, 4, 4, {1}, {1}}};
+  for (size_t i = 0; i < lists.size(); ++i) {
+    const auto& l = lists[i];
+    char n[32];
+    std::snprintf(n, sizeof n, "varlen_%02zu", i);
+    v.push_back({std::string(n) + "_residual", varlen(l.h, l.hk, l.d, l.q, l.k, MaskType::kResidual)});
+    v.push_back({std::string(n) + "_causal_qbegin", varlen(l.h, l.hk, l.d, l.q, l.k, MaskType::kCausal)});
+    v.push_back({std::string(n) + "_causal_qend", varlen(l.h, l.hk, l.d, l.q, l.k, MaskType::kCausal, CausalAlign::kQEnd)});
+  }
+  const std::vector<std::pair<int, int>> causal_lists = {{128, 128}, {17, 257}, {17, 25}, {1013, 1024}, {1024, 1035}};
+  for (size_t i = 0; i < causal_lists.size(); ++i) {
+    for (auto a : {CausalAlign::kQBegin, CausalAlign::kQEnd}) {
+      const std::string n = "varlen_causal_" + std::to_string(causal_lists[i].first) + "x" +
+                            std::to_string(causal_lists[i].second) + (a == CausalAlign::kQEnd ? "_qend" : "_qbegin");
+      v.push_back({n, varlen(4, 4, 128, {causal_lists[i].first}, {causal_lists[i].second}, MaskType::kCausal, a)});
+    }
+  }
+  return v;
+}
+
+/// Edge cases of shared/cases/edge-cases.md (E01–E06, E08 sampled, E09) and other shapes.
+std::vector<Named> edge_cases() {
+  std::vector<Named> v;
+  for (auto a : {CausalAlign::kQEnd, CausalAlign::kQBegin}) {
+    const std::string s = a == CausalAlign::kQEnd ? "qend" : "qbegin";
+    v.push_back({"E01_dense_" + s, dense(1, 8, 8, 2048, 1024, 128, MaskType::kCausal, a)});
+    v.push_back({"E01_varlen_" + s, varlen(8, 8, 128, {2048}, {1024}, MaskType::kCausal, a)});
+    v.push_back({"E01_tiny_" + s, dense(1, 8, 8, 8, 3, 128, MaskType::kCausal, a)});
+  }
+  for (int s : {1, 63, 64, 65, 127, 129, 191, 1013})
+    for (auto m : {MaskType::kNone, MaskType::kCausal}) {
+      Named n{"E02_s" + std::to_string(s) + (m == MaskType::kCausal ? "_causal" : "_none"), dense(1, 4, 4, s, s, 128, m)};
+      v.push_back(n);
+      n.name += "_fp16";
+      n.c.dtype = DType::kFP16;
+      v.push_back(n);
+    }
+  v.push_back({"E02_1013x1024_qend", dense(1, 4, 4, 1013, 1024, 128, MaskType::kCausal, CausalAlign::kQEnd)});
+  v.push_back({"E02_1024x1035_qend", dense(1, 4, 4, 1024, 1035, 128, MaskType::kCausal, CausalAlign::kQEnd)});
+  {
+    Named a{"E03a", varlen(9, 3, 64, {0, 1, 0, 1}, {0, 3, 0, 5}, MaskType::kCausal, CausalAlign::kQEnd)};
+    a.c.scale = 1.f;
+    v.push_back(a);
+    v.push_back({"E03b", varlen(21, 7, 120, {0, 0, 0, 1}, {0, 0, 0, 1}, MaskType::kNone)});
+  }
+  {
+    Named e{"E04_trailing_rows", varlen(16, 16, 64, {144, 288, 512}, {144, 288, 512}, MaskType::kNone)};
+    e.c.extra_rows = 2;
+    v.push_back(e);
+  }
+  {
+    Named e{"E05_nan_past_keys", varlen(1, 1, 64, {1, 1}, {1, 3}, MaskType::kNone)};
+    e.c.dtype = DType::kFP16;
+    e.c.init = 'c';
+    e.c.q_value = 0.5f;
+    e.c.extra_rows = 3;
+    v.push_back(e);
+  }
+  {
+    Named e{"E06_fused_qkv_stride", varlen(16, 16, 128, {300, 77, 512}, {300, 77, 512}, MaskType::kCausal)};
+    e.c.row_pad = 2 * 16 * 128;  // Q, K, V as column views of a [tokens][3·H·D] buffer
+    v.push_back(e);
+  }
+  for (int s : {32767, 32769, 65537}) {
+    Named e{"E08_s" + std::to_string(s), dense(1, 1, 1, s, s, 128, MaskType::kCausal)};
+    e.c.check_rows = 64;
+    v.push_back(e);
+  }
+  {
+    Named e{"E09_batch70000", dense(70000, 1, 1, 16, 16, 64, MaskType::kNone)};
+    v.push_back(e);
+    Named f{"E09_heads70000", dense(1, 70000, 1, 16, 16, 64, MaskType::kNone)};
+    f.c.check_heads = 8;
+    v.push_back(f);
+  }
+  // Head dims that run through a larger tile with predication, and d 32.
+  for (int d : {32, 40, 96, 120}) v.push_back({"hdim" + std::to_string(d), dense(2, 4, 2, 333, 271, d, MaskType::kCausal)});
+  // GQA with a ratio that is not a power of two, persistent scheduler.
+  {
+    Named g{"gqa_6_2_persistent", dense(3, 6, 2, 700, 900, 128, MaskType::kCausal, CausalAlign::kQEnd)};
+    g.c.persistent = true;
+    v.push_back(g);
+    Named h{"varlen_persistent", varlen(8, 2, 64, {17, 0, 900, 256}, {25, 5, 1000, 0}, MaskType::kCausal)};
+    h.c.persistent = true;
+    v.push_back(h);
+  }
+  // Real model shapes: Llama-3-8B prefill (32/8 heads, d 128) at 4k and 8k tokens, and a mixed varlen batch.
+  for (int s : {4096, 8192}) {
+    Named l{"llama3_8b_" + std::to_string(s), dense(1, 32, 8, s, s, 128, MaskType::kCausal)};
+    l.c.check_rows = 32;
+    l.c.check_heads = 4;
+    v.push_back(l);
+  }
+  {
+    Named l{"llama3_8b_varlen_mixed", varlen(32, 8, 128, {1000, 37, 4096, 2500, 1}, {1000, 37, 4096, 2500, 1},
+                                             MaskType::kCausal)};
+    l.c.check_rows = 48;
+    l.c.check_heads = 4;
+    v.push_back(l);
+  }
+  return v;
+}
+
+class FwdCaseTest : public ::testing::TestWithParam<Named> {};
+
+TEST_P(FwdCaseTest, MatchesReference) {
+  FMHA_REQUIRE_GPU();
+  auto r = run_fwd_case(GetParam().c);
+  EXPECT_TRUE(r.ok()) << GetParam().name << ": " << r.summary();
+}
+
+std::vector<Named> with_both_dtypes(std::vector<Named> v) {
+  std::vector<Named> out;
+  for (auto& n : v) {
+    for (auto t : {DType::kFP16, DType::kBF16}) {
+      Named m = n;
+      m.c.dtype = t;
+      m.name += t == DType::kFP16 ? "_fp16" : "_bf16";
+      out.push_back(m);
+    }
+  }
+  return out;
+}
+
+std::string param_name(const ::testing::TestParamInfo<Named>& i) { return i.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Seed, FwdCaseTest, ::testing::ValuesIn(with_both_dtypes(seed_matrix())), param_name);
+INSTANTIATE_TEST_SUITE_P(Edge, FwdCaseTest, ::testing::ValuesIn(edge_cases()), param_name);
+
+TEST(FwdGpu, E01RowsWithoutKeysAreZeroAndMinusInf) {
+  FMHA_REQUIRE_GPU();
+  FwdCase c = dense(1, 8, 8, 8, 3, 128, MaskType::kCausal, CausalAlign::kQEnd);
+  auto r = run_fwd_case(c);
+  ASSERT_TRUE(r.ok()) << r.summary();
+  // Rows 0..4 see no key: O is exactly +0 (bits 0) and LSE is −inf.
+  for (int i = 0; i < 5; ++i)
+    for (int h = 0; h < 8; ++h) {
+      EXPECT_TRUE(std::isinf(r.lse_all[size_t(h) * 8 + i]) && r.lse_all[size_t(h) * 8 + i] < 0) << "row " << i;
+      for (int d = 0; d < 128; ++d) EXPECT_EQ(r.o_bits[(size_t(i) * 8 + h) * 128 + d] & 0x7FFF, 0) << "row " << i;
+    }
+}
+
+TEST(FwdGpu, E05SingleKeyOutputEqualsItsValueRow) {
+  FMHA_REQUIRE_GPU();
+  FwdCase c = varlen(1, 1, 64, {1, 1}, {1, 3}, MaskType::kNone);
+  c.dtype = DType::kFP16, c.init = 'c', c.q_value = 0.5f, c.extra_rows = 3;
+  auto r = run_fwd_case(c);
+  ASSERT_TRUE(r.ok()) << r.summary();
+  for (size_t i = 0; i < 2 * 64; ++i) EXPECT_FALSE((r.o_bits[i] & 0x7C00) == 0x7C00 && (r.o_bits[i] & 0x3FF)) << i;
+}
+
+TEST(FwdGpu, E08ZeroInputsGiveZeroOutputAndLogSk) {
+  FMHA_REQUIRE_GPU();
+  for (int s : {32768, 65536}) {
+    FwdCase c = dense(1, 1, 1, s, s, 128, MaskType::kNone);
+    c.init = 'z';
+    auto r = run_fwd_case(c, /*check=*/false);
+    ASSERT_TRUE(r.status.is_ok()) << r.summary();
+    for (size_t i = 0; i < r.o_bits.size(); ++i) ASSERT_EQ(r.o_bits[i], 0) << "O element " << i;
+    for (size_t i = 0; i < r.lse_all.size(); ++i) ASSERT_NEAR(r.lse_all[i], std::log(double(s)), 1e-4) << "LSE row " << i;
+  }
+}
+
+TEST(FwdGpu, RepeatedRunsAreBitwiseEqual) {
+  FMHA_REQUIRE_GPU();
+  for (bool persistent : {false, true}) {
+    FwdCase c = varlen(8, 2, 128, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal);
+    c.persistent = persistent;
+    auto first = run_fwd_case(c, false);
+    ASSERT_TRUE(first.status.is_ok()) << first.summary();
+    for (int rep = 0; rep < 20; ++rep) {
+      auto again = run_fwd_case(c, false);
+      ASSERT_TRUE(again.status.is_ok());
+      ASSERT_EQ(again.o_bits, first.o_bits) << "run " << rep;
+      ASSERT_EQ(0, std::memcmp(again.lse_all.data(), first.lse_all.data(), first.lse_all.size() * 4)) << "run " << rep;
+    }
+  }
+}
+
+TEST(FwdGpu, NonDefaultStream) {
+  FMHA_REQUIRE_GPU();
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  auto r = run_fwd_case(dense(2, 4, 4, 300, 600, 128, MaskType::kCausal), true, s);
+  EXPECT_TRUE(r.ok()) << r.summary();
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+}  // namespace
