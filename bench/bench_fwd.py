@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Forward attention benchmark: fmha against PyTorch SDPA (cuDNN and FlashAttention-2 backends), side by side.
 
-One process, the same inputs for every backend, CUDA-event timing (median of repeated timed loops after a warm-up).
+One process, the same inputs for every backend, CUDA-event timing: the backends take turns loop by loop (so
+thermal and clock drift hits all alike), and each reports the median over its loops after a warm-up.
 Shapes follow shared/perf/h200-anchors.md: total tokens 16k (batch = 16384 / seqlen), heads = 2048 / d, dense BSHD.
 FLOPs = 4 · batch · heads · seqlen² · d, halved for causal (docs/numerics.md). Each fmha output is also compared
 with cuDNN's (max abs difference, reported as `err`).
 
 Usage: python3 bench/bench_fwd.py --lib build/lib/libfmha_c.so [--json out.json] [--dtypes bf16,fp16]
-       [--dims 64,128] [--seqlens 512,1024,2048,4096,8192,16384] [--causal 0,1] [--reps 20] [--persistent 0|1]
+       [--dims 64,128] [--seqlens 512,1024,2048,4096,8192,16384] [--causal 0,1] [--reps 15]
+`fmha` is the library's default schedule; --variants also times every explicit (scheduler, ping-pong) choice.
 """
 import argparse
 import ctypes
@@ -24,25 +26,35 @@ def load_fmha(path):
     f = lib.fmha_fwd_contiguous
     f.restype = ctypes.c_int
     f.argtypes = [ctypes.c_int] * 7 + [ctypes.c_void_p] * 2 + [ctypes.c_int] * 2 + [ctypes.c_void_p] * 5 + \
-        [ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        [ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p,
+         ctypes.c_int]
     return f
 
 
-def time_ms(fn, reps, inner):
-    """Median over `reps` of (one event pair around `inner` back-to-back calls) / inner, in ms."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
+def time_interleaved(fns, reps, inner):
+    """Median ms per call of each fn in `fns` (name -> callable). The backends take turns: every round times one
+    loop of `inner` back-to-back calls of each (one CUDA-event pair per loop), so clock and temperature drift
+    during a long sweep falls on all of them alike. A backend that raises during warm-up is left out (its
+    error is returned instead)."""
+    times, errors = {}, {}
+    for name, fn in fns.items():
+        try:
+            for _ in range(3):
+                fn()
+            torch.cuda.synchronize()
+            times[name] = []
+        except RuntimeError as e:  # a backend that does not take this shape
+            errors[name] = str(e).splitlines()[0]
     for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
+        for name in times:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(inner):
+                fns[name]()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end) / inner)
+    return {n: statistics.median(t) for n, t in times.items()}, errors
 
 
 def main():
@@ -54,8 +66,9 @@ def main():
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--reps", type=int, default=15)
-    ap.add_argument("--persistent", type=int, default=0)
     ap.add_argument("--total", type=int, default=16384)
+    ap.add_argument("--variants", action="store_true",
+                    help="also time every explicit schedule (scheduler × ping-pong) next to the library's choice")
     args = ap.parse_args()
 
     fmha = load_fmha(args.lib)
@@ -75,12 +88,15 @@ def main():
                     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
                     stream = torch.cuda.current_stream().cuda_stream
 
-                    def run_fmha():
-                        rc = fmha(1 if dt_name == "bf16" else 0, b, h, h, d, s, s, None, None, 0, 0, q.data_ptr(),
-                                  k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), 2 if causal else 0, 0,
-                                  0.0, args.persistent, stream, err, 512)
-                        if rc != 0:
-                            raise RuntimeError(f"fmha_fwd_contiguous: {err.value.decode()}")
+                    def fmha_fn(scheduler, pingpong):
+                        def fn():
+                            rc = fmha(1 if dt_name == "bf16" else 0, b, h, h, d, s, s, None, None, 0, 0,
+                                      q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                                      2 if causal else 0, 0, 0.0, scheduler, pingpong, stream, err, 512)
+                            if rc != 0:
+                                raise RuntimeError(f"fmha_fwd_contiguous: {err.value.decode()}")
+                        return fn
+                    run_fmha = fmha_fn(0, 0)  # the library's choice
 
                     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # (b, h, s, d) views
 
@@ -96,18 +112,22 @@ def main():
                     run_fmha()
                     ref = sdpa(SDPBackend.CUDNN_ATTENTION)().transpose(1, 2)
                     row["err_vs_cudnn"] = (o.float() - ref.float()).abs().max().item()
-                    for name, fn in [("fmha", run_fmha), ("cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
-                                     ("fa2", sdpa(SDPBackend.FLASH_ATTENTION))]:
-                        try:
-                            ms = time_ms(fn, args.reps, inner)
-                            row[name + "_ms"] = ms
-                            row[name + "_tflops"] = flops / (ms * 1e-3) / 1e12
-                        except RuntimeError as e:  # a backend that does not take this shape
-                            row[name + "_ms"] = None
-                            row[name + "_tflops"] = None
-                            row[name + "_error"] = str(e).splitlines()[0]
+                    variants = [("fmha", run_fmha)]
+                    if args.variants:  # every explicit schedule: i/p = individual/persistent, pp/nopp = ping-pong
+                        variants += [(f"fmha_{sn}_{pn}", fmha_fn(si, pi)) for si, sn in ((1, "i"), (2, "p"))
+                                     for pi, pn in ((2, "pp"), (1, "nopp"))]
+                    fns = dict(variants + [("cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
+                                           ("fa2", sdpa(SDPBackend.FLASH_ATTENTION))])
+                    medians, errors = time_interleaved(fns, args.reps, inner)
+                    for name in fns:
+                        ms = medians.get(name)
+                        row[name + "_ms"] = ms
+                        row[name + "_tflops"] = flops / (ms * 1e-3) / 1e12 if ms else None
+                        if name in errors:
+                            row[name + "_error"] = errors[name]
                     if row.get("cudnn_tflops"):
                         row["ratio_vs_cudnn"] = row["fmha_tflops"] / row["cudnn_tflops"]
+
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                     del q, k, v, o, lse, ref
@@ -116,12 +136,16 @@ def main():
             json.dump({"device": dev, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                        "command": " ".join(sys.argv), "rows": rows}, f, indent=1)
     print()
-    print(f"{'dtype':5} {'d':>4} {'causal':>6} {'seqlen':>6} | {'fmha':>6} {'cuDNN':>6} {'FA2':>6} | {'fmha/cuDNN':>10} | err")
+    names = [k[:-7] for k in rows[0] if k.endswith("_tflops")] if rows else []
+    print("TFLOPS; fmha = the library's default schedule" +
+          ("; fmha_<i|p>_<pp|nopp> = individual/persistent scheduler, with/without ping-pong" if args.variants else ""))
+    print(f"{'dtype':5} {'d':>4} {'causal':>6} {'seqlen':>6} | " + " ".join(f"{n[:13]:>13}" for n in names) +
+          f" | {'fmha/cuDNN':>10} | err")
     for r in rows:
-        f = lambda x: f"{x:6.0f}" if x else "   n/a"
-        print(f"{r['dtype']:5} {r['d']:4} {str(r['causal']):>6} {r['seqlen']:6} | {f(r['fmha_tflops'])} "
-              f"{f(r['cudnn_tflops'])} {f(r['fa2_tflops'])} | {r.get('ratio_vs_cudnn', 0):10.3f} | {r['err_vs_cudnn']:.2e}")
-
+        f = lambda x: f"{x:13.0f}" if x else f"{'n/a':>13}"
+        print(f"{r['dtype']:5} {r['d']:4} {str(r['causal']):>6} {r['seqlen']:6} | " +
+              " ".join(f(r[n + '_tflops']) for n in names) +
+              f" | {r.get('ratio_vs_cudnn', 0):10.3f} | {r['err_vs_cudnn']:.2e}")
 
 if __name__ == "__main__":
     main()

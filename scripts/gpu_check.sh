@@ -6,7 +6,8 @@
 #   scripts/gpu_check.sh [BUILD_DIR] [OUT_DIR] [STEPS]
 #
 # BUILD_DIR default build; OUT_DIR default gpu-results (logs and JSON land there);
-# STEPS: comma list of tests,cli,sanitizer,bench (default all).
+# STEPS: comma list of tests,cli,sanitizer,bench (default all). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
+# FMHA_GTEST_FILTER restricts the GoogleTest cases (default all).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(realpath -m "${1:-$root/build}")
@@ -26,7 +27,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
   > "$out/device.txt" 2>&1
 summary=()
 if [[ $steps == *,tests,* ]]; then
-  "$build/tests/fmha_gpu_tests" --gtest_color=no --gtest_output="json:$out/gpu_tests.json" > "$out/gpu_tests.log" 2>&1
+  "$build/tests/fmha_gpu_tests" --gtest_color=no --gtest_output="json:$out/gpu_tests.json" \
+    --gtest_filter="${FMHA_GTEST_FILTER:-*}" > "$out/gpu_tests.log" 2>&1
   summary+=("gtest gpu:   $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]|^\[  SKIPPED \] [0-9]' "$out/gpu_tests.log" | tr '\n' ' ')")
 fi
 if [[ $steps == *,cli,* ]]; then
@@ -42,7 +44,8 @@ if [[ $steps == *,sanitizer,* ]]; then
   done
 fi
 if [[ $steps == *,bench,* ]]; then
-  python3 "$root/bench/bench_fwd.py" --lib "$build/lib/libfmha_c.so" --json "$out/bench_fwd.json" \
+  # shellcheck disable=SC2086  # FMHA_BENCH_ARGS: extra bench_fwd.py arguments, word-split on purpose
+  python3 "$root/bench/bench_fwd.py" --lib "$build/lib/libfmha_c.so" --json "$out/bench_fwd.json" ${FMHA_BENCH_ARGS:-} \
     > "$out/bench_fwd.log" 2>&1
   summary+=("bench:       rc=$? (table below, JSON in bench_fwd.json)")
 fi

@@ -13,13 +13,16 @@ extern "C" {
  *           [total_k][heads_kv][head_dim]; seqlen_q / seqlen_k are the largest entry lengths.
  *   lse:    optional fp32, dense [batch][heads_q][seqlen_q], varlen [heads_q][total_q]
  *   mask:   0 none, 1 residual, 2 causal; causal_align: 0 q-begin (top-left), 1 q-end (bottom-right)
- *   softmax_scale: 0 = 1/sqrt(head_dim); persistent: 0/1; stream: a cudaStream_t or NULL
+ *   softmax_scale: 0 = 1/sqrt(head_dim)
+ *   scheduler: 0 auto, 1 one CTA per tile, 2 persistent; pingpong: 0 auto, 1 off, 2 on
+ *   stream: a cudaStream_t or NULL
  *   err / err_len: buffer for the error message (may be NULL)
  * Returns 0 on success, else the fmha::StatusCode value, with the message in err. */
 int fmha_fwd_contiguous(int dtype, int batch, int heads_q, int heads_kv, int head_dim, int seqlen_q, int seqlen_k,
                         const int* cu_seqlens_q, const int* cu_seqlens_k, int total_q, int total_k, const void* q,
                         const void* k, const void* v, void* o, float* lse, int mask, int causal_align,
-                        float softmax_scale, int persistent, void* stream, char* err, int err_len);
+                        float softmax_scale, int scheduler, int pingpong, void* stream, char* err,
+                        int err_len);
 
 #ifdef __cplusplus
 }

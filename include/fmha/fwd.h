@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -10,6 +11,16 @@
 #include "fmha/types.h"
 
 namespace fmha {
+
+/// How work tiles are mapped to CTAs.
+enum class TileScheduler {
+  kAuto,        ///< the library chooses (docs/perf-log.md has the measurements behind the choice)
+  kIndividual,  ///< one CTA per (query block, head, batch entry) tile
+  kPersistent,  ///< one CTA per SM loops over tiles, longest first; the producer loads the next tile early
+};
+
+/// A tri-state switch for tuning knobs: let the library choose, or force off / on.
+enum class Toggle { kAuto, kOff, kOn };
 
 /// Arguments of a forward attention call: O = softmax(scale · mask(Q·Kᵀ)) · V, plus LSE.
 ///
@@ -55,8 +66,11 @@ struct FwdParams {
   CausalAlign causal_align = CausalAlign::kQBegin;
   float softmax_scale = 0.f;  ///< 0 means 1/sqrt(head_dim)
 
-  bool persistent = false;    ///< persistent tile scheduler (grid = SMs) instead of one CTA per tile
+  TileScheduler scheduler = TileScheduler::kAuto;
   int sm_count = 0;           ///< SMs used by the persistent scheduler; 0 = all of the current device's
+  /// Inter-warpgroup ping-pong (the two consumer warpgroups alternate their GEMMs so that one's softmax overlaps
+  /// the other's tensor-core work; FlashAttention-3 §3.1). kAuto lets the library choose per problem.
+  Toggle pingpong = Toggle::kAuto;
 };
 
 /// Fills the strides of `p` for contiguous dense BSHD tensors (or packed varlen tensors when cu_seqlens_q is set),
@@ -72,8 +86,16 @@ Status fwd_validate(const FwdParams& p);
 /// kCudaError with the failing call when a launch fails.
 Status fwd(const FwdParams& p, cudaStream_t stream = nullptr);
 
-/// Display name of the kernel that fwd would run for `p` (e.g. "fwd bf16 d128 128x128 causal persistent"), or an
-/// empty string when fwd_validate fails.
+/// The forward kernel variants of the manifest, one line each: "<name> (built)" or "<name> (not built)", where
+/// name is "fwd <dtype> d<head-dim tile> tma ws 128x128". Each unit holds the mask × warpgroup-schedule variants and
+/// runs under either tile scheduler. Needs no GPU.
+std::vector<std::string> fwd_kernel_variants();
+
+/// The schedule fwd would use for `p`: p with scheduler and pingpong resolved (never kAuto), sm_count unchanged.
+FwdParams fwd_resolve_schedule(const FwdParams& p);
+
+/// Display name of the kernel that fwd would run for `p` (e.g. "fwd bf16 d128 tma ws 128x128 causal-qend
+/// persistent pingpong"), or an empty string when fwd_validate fails.
 std::string fwd_kernel_name(const FwdParams& p);
 
 }  // namespace fmha

@@ -8,7 +8,8 @@
 extern "C" int fmha_fwd_contiguous(int dtype, int batch, int heads_q, int heads_kv, int head_dim, int seqlen_q,
                                    int seqlen_k, const int* cu_seqlens_q, const int* cu_seqlens_k, int total_q,
                                    int total_k, const void* q, const void* k, const void* v, void* o, float* lse,
-                                   int mask, int causal_align, float softmax_scale, int persistent, void* stream,
+                                   int mask, int causal_align, float softmax_scale, int scheduler, int pingpong,
+                                   void* stream,
                                    char* err, int err_len) {
   fmha::FwdParams p;
   fmha::Status s;
@@ -18,6 +19,11 @@ extern "C" int fmha_fwd_contiguous(int dtype, int batch, int heads_q, int heads_
     s = fmha::Status::invalid("mask: expected 0 (none), 1 (residual) or 2 (causal), got " + std::to_string(mask));
   } else if (causal_align < 0 || causal_align > 1) {
     s = fmha::Status::invalid("causal_align: expected 0 (qbegin) or 1 (qend), got " + std::to_string(causal_align));
+  } else if (scheduler < 0 || scheduler > 2) {
+    s = fmha::Status::invalid("scheduler: expected 0 (auto), 1 (individual) or 2 (persistent), got " +
+                              std::to_string(scheduler));
+  } else if (pingpong < 0 || pingpong > 2) {
+    s = fmha::Status::invalid("pingpong: expected 0 (auto), 1 (off) or 2 (on), got " + std::to_string(pingpong));
   } else {
     p.dtype = dtype == 0 ? fmha::DType::kFP16 : fmha::DType::kBF16;
     p.batch = batch, p.heads_q = heads_q, p.heads_kv = heads_kv, p.head_dim = head_dim;
@@ -27,7 +33,8 @@ extern "C" int fmha_fwd_contiguous(int dtype, int batch, int heads_q, int heads_
     p.mask = static_cast<fmha::MaskType>(mask);
     p.causal_align = static_cast<fmha::CausalAlign>(causal_align);
     p.softmax_scale = softmax_scale;
-    p.persistent = persistent != 0;
+    p.scheduler = static_cast<fmha::TileScheduler>(scheduler);
+    p.pingpong = static_cast<fmha::Toggle>(pingpong);
     fmha::set_contiguous_strides(p);
     s = fmha::fwd(p, static_cast<cudaStream_t>(stream));
   }

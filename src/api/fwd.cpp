@@ -78,6 +78,9 @@ Status fwd_validate(const FwdParams& p) {
   if (!(p.softmax_scale >= 0.f) || !std::isfinite(p.softmax_scale))
     return bad("softmax_scale", "a finite value ≥ 0 (0 = 1/sqrt(head_dim))", std::to_string(p.softmax_scale));
   if (p.sm_count < 0) return bad("sm_count", "≥ 0 (0 = all SMs)", str(p.sm_count));
+  if (int(p.scheduler) < 0 || int(p.scheduler) > int(TileScheduler::kPersistent))
+    return bad("scheduler", "auto, individual or persistent", str(int(p.scheduler)));
+  if (int(p.pingpong) < 0 || int(p.pingpong) > int(Toggle::kOn)) return bad("pingpong", "auto, off or on", str(int(p.pingpong)));
   const int64_t m_blocks = (int64_t(p.seqlen_q) + 127) / 128;
   const int64_t tiles = m_blocks * p.batch * p.heads_q;
   if (tiles > std::numeric_limits<int32_t>::max())
@@ -91,13 +94,36 @@ Status fwd_validate(const FwdParams& p) {
   return Status::ok();
 }
 
-std::string fwd_kernel_name(const FwdParams& p) {
-  if (!fwd_validate(p)) return "";
+FwdParams fwd_resolve_schedule(const FwdParams& in) {
+  FwdParams p = in;
+  // Measured on the H200 (docs/perf-log.md, v2, every variant timed in one process): the persistent scheduler
+  // wins when every row is short (its producer hides the next tile's first loads behind the current tile), one
+  // CTA per tile wins on long rows; ping-pong pays at head dim 128 (long GEMMs to overlap) and costs ~5% at 64.
+  if (p.scheduler == TileScheduler::kAuto)
+    p.scheduler = p.seqlen_k <= 2048 ? TileScheduler::kPersistent : TileScheduler::kIndividual;
+  if (p.pingpong == Toggle::kAuto) p.pingpong = fwd_tile(p.head_dim) > 64 ? Toggle::kOn : Toggle::kOff;
+  return p;
+}
+
+std::string fwd_kernel_name(const FwdParams& in) {
+  if (!fwd_validate(in)) return "";
+  const FwdParams p = fwd_resolve_schedule(in);
   std::string mask = p.mask == MaskType::kCausal
                          ? std::string("causal-") + to_string(p.causal_align)
                          : std::string(p.cu_seqlens_q ? "residual" : to_string(p.mask));
   return std::string("fwd ") + to_string(p.dtype) + " d" + std::to_string(fwd_tile(p.head_dim)) + " tma ws 128x128 " +
-         mask + (p.persistent ? " persistent" : " individual");
+         mask + (p.scheduler == TileScheduler::kPersistent ? " persistent" : " individual") +
+         (p.pingpong == Toggle::kOn ? " pingpong" : "");
+}
+
+std::vector<std::string> fwd_kernel_variants() {
+  std::vector<std::string> out;
+  for (const auto& e : detail::kernel_registry()) {
+    if (std::strcmp(e.op, "fwd") != 0) continue;
+    out.push_back(std::string("fwd ") + e.dtype + " d" + str(e.head_dim) + " tma ws 128x128" +
+                  (e.launch ? " (built)" : " (not built)"));
+  }
+  return out;
 }
 
 Status fwd(const FwdParams& params, cudaStream_t stream) {
@@ -117,7 +143,7 @@ Status fwd(const FwdParams& params, cudaStream_t stream) {
     if (e.launch == nullptr)
       return Status(StatusCode::kNotBuilt, std::string("kernel fwd ") + dtype + " d" + str(tile) +
                                                " is not in this build's kernel set '" + detail::kernel_set() + "'");
-    FwdParams p = params;
+    FwdParams p = fwd_resolve_schedule(params);
     if (p.softmax_scale == 0.f) p.softmax_scale = 1.f / std::sqrt(float(p.head_dim));
     if (p.sm_count == 0 || p.sm_count > sms) p.sm_count = sms;
     return reinterpret_cast<detail::fwd_launch_fn*>(e.launch)(p, stream);

@@ -194,7 +194,8 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
   p.mask = c.mask;
   p.causal_align = c.align;
   p.softmax_scale = c.scale;
-  p.persistent = c.persistent;
+  p.scheduler = c.scheduler;
+  p.pingpong = c.pingpong;
   p.sm_count = c.sm_count;
   out.status = fwd(p, stream);
   if (!out.status) return out;

@@ -26,7 +26,8 @@ struct FwdCase {
   MaskType mask = MaskType::kNone;
   CausalAlign align = CausalAlign::kQBegin;
   float scale = 0.f;
-  bool persistent = false;
+  TileScheduler scheduler = TileScheduler::kAuto;
+  Toggle pingpong = Toggle::kAuto;
   int sm_count = 0;       ///< SMs for the persistent scheduler; 0 = all
   int row_pad = 0;        ///< extra elements after each row of Q, K, V, O (strided views); filled with NaN
   int extra_rows = 0;     ///< varlen: rows past cu[batch] in every tensor (E04); filled with NaN

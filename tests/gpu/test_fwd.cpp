@@ -124,6 +124,13 @@ std::vector<Named> edge_cases() {
     e.c.row_pad = 2 * 16 * 128;  // Q, K, V as column views of a [tokens][3·H·D] buffer
     v.push_back(e);
   }
+  {
+    // E07(b): row stride × row index above 2^31 elements (8192-element rows, 270000 of them).
+    Named e{"E07b_offsets_over_2pow31", dense(1, 1, 1, 270000, 270000, 64, MaskType::kCausal)};
+    e.c.row_pad = 8192 - 64;
+    e.c.check_rows = 32;
+    v.push_back(e);
+  }
   for (int s : {32767, 32769, 65537}) {
     Named e{"E08_s" + std::to_string(s), dense(1, 1, 1, s, s, 128, MaskType::kCausal)};
     e.c.check_rows = 64;
@@ -141,10 +148,10 @@ std::vector<Named> edge_cases() {
   // GQA with a ratio that is not a power of two, persistent scheduler.
   {
     Named g{"gqa_6_2_persistent", dense(3, 6, 2, 700, 900, 128, MaskType::kCausal, CausalAlign::kQEnd)};
-    g.c.persistent = true;
+    g.c.scheduler = fmha::TileScheduler::kPersistent;
     v.push_back(g);
     Named h{"varlen_persistent", varlen(8, 2, 64, {17, 0, 900, 256}, {25, 5, 1000, 0}, MaskType::kCausal)};
-    h.c.persistent = true;
+    h.c.scheduler = fmha::TileScheduler::kPersistent;
     v.push_back(h);
   }
   // Real model shapes: Llama-3-8B prefill (32/8 heads, d 128) at 4k and 8k tokens, and a mixed varlen batch.
@@ -226,18 +233,34 @@ TEST(FwdGpu, E08ZeroInputsGiveZeroOutputAndLogSk) {
 
 TEST(FwdGpu, RepeatedRunsAreBitwiseEqual) {
   FMHA_REQUIRE_GPU();
-  for (bool persistent : {false, true}) {
-    FwdCase c = varlen(8, 2, 128, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal);
-    c.persistent = persistent;
-    auto first = run_fwd_case(c, false);
-    ASSERT_TRUE(first.status.is_ok()) << first.summary();
-    for (int rep = 0; rep < 20; ++rep) {
-      auto again = run_fwd_case(c, false);
-      ASSERT_TRUE(again.status.is_ok());
-      ASSERT_EQ(again.o_bits, first.o_bits) << "run " << rep;
-      ASSERT_EQ(0, std::memcmp(again.lse_all.data(), first.lse_all.data(), first.lse_all.size() * 4)) << "run " << rep;
+  for (auto sched : {fmha::TileScheduler::kIndividual, fmha::TileScheduler::kPersistent})
+    for (auto pp : {fmha::Toggle::kOff, fmha::Toggle::kOn}) {
+      FwdCase c = varlen(8, 2, 128, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal);
+      c.scheduler = sched;
+      c.pingpong = pp;
+      auto first = run_fwd_case(c, false);
+      ASSERT_TRUE(first.status.is_ok()) << first.summary();
+      for (int rep = 0; rep < 10; ++rep) {
+        auto again = run_fwd_case(c, false);
+        ASSERT_TRUE(again.status.is_ok());
+        ASSERT_EQ(again.o_bits, first.o_bits) << "run " << rep;
+        ASSERT_EQ(0, std::memcmp(again.lse_all.data(), first.lse_all.data(), first.lse_all.size() * 4)) << "run " << rep;
+      }
     }
-  }
+}
+
+// Every (scheduler, ping-pong) combination on a mixed varlen causal batch and a dense GQA problem.
+TEST(FwdGpu, AllScheduleVariantsMatchReference) {
+  FMHA_REQUIRE_GPU();
+  for (auto sched : {fmha::TileScheduler::kIndividual, fmha::TileScheduler::kPersistent})
+    for (auto pp : {fmha::Toggle::kOff, fmha::Toggle::kOn})
+      for (FwdCase c : {varlen(8, 2, 128, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal, CausalAlign::kQEnd),
+                        dense(2, 6, 2, 640, 777, 64, MaskType::kNone)}) {
+        c.scheduler = sched;
+        c.pingpong = pp;
+        auto r = run_fwd_case(c);
+        EXPECT_TRUE(r.ok()) << "scheduler " << int(sched) << " pingpong " << int(pp) << ": " << r.summary();
+      }
 }
 
 TEST(FwdGpu, NonDefaultStream) {

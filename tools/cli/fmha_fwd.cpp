@@ -15,7 +15,27 @@ namespace {
 
 fmha::DType parse_dtype(const std::string& s) { return s == "fp16" ? fmha::DType::kFP16 : fmha::DType::kBF16; }
 
+/// Parameters shaped like the run's problem (placeholder aligned pointers), for fmha::fwd_kernel_name.
+fmha::FwdParams probe_params(const fmha::testing::FwdCase& c, const FwdProblemArgs& a) {
+  alignas(16) static char dummy[16];
+  fmha::FwdParams p;
+  p.dtype = c.dtype, p.batch = a.b, p.heads_q = a.h, p.heads_kv = a.h_k, p.head_dim = a.d;
+  p.seqlen_q = a.max_seqlen_q(), p.seqlen_k = a.max_seqlen_k();
+  p.cu_seqlens_q = a.varlen ? reinterpret_cast<const int*>(dummy) : nullptr;
+  p.cu_seqlens_k = p.cu_seqlens_q;
+  p.total_q = int(a.total_q()), p.total_k = int(a.total_k());
+  p.q = p.k = p.v = dummy;
+  p.o = dummy;
+  fmha::set_contiguous_strides(p);
+  p.mask = a.mask, p.causal_align = a.align, p.scheduler = c.scheduler, p.pingpong = c.pingpong;
+  return p;
+}
+
 void run_fwd(const ParsedOptions& o, Reporter& rep) {
+  if (o.flag("list-kernels")) {
+    for (const std::string& k : fmha::fwd_kernel_variants()) std::printf("%s\n", k.c_str());
+    return;
+  }
   FwdProblemResult pr = derive_fwd_problem(problem_input_from(o), ProblemDefaults::forward());
   if (!pr.ok()) throw std::runtime_error(pr.error);
   const FwdProblemArgs& a = pr.args;
@@ -26,7 +46,12 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
   c.batch = a.b, c.heads_q = a.h, c.heads_kv = a.h_k, c.head_dim = a.d;
   c.seqlens_q = a.seqlens_q, c.seqlens_k = a.seqlens_k;
   c.varlen = a.varlen, c.mask = a.mask, c.align = a.align;
-  c.persistent = o.flag("persistent");
+  const std::string sched = o.flag("persistent") ? "persistent" : o.get_string("scheduler");
+  c.scheduler = sched == "persistent"   ? fmha::TileScheduler::kPersistent
+                : sched == "individual" ? fmha::TileScheduler::kIndividual
+                                        : fmha::TileScheduler::kAuto;
+  const std::string pp = o.get_string("pingpong");
+  c.pingpong = pp == "on" ? fmha::Toggle::kOn : pp == "off" ? fmha::Toggle::kOff : fmha::Toggle::kAuto;
   c.sm_count = o.get_int("sm-count");
   c.scale = float(o.get_float("scale"));
   c.warmup = o.get_int("warmup_iterations");
@@ -51,11 +76,7 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
   }
 
   // The kernel's display name, as the library reports it for this problem.
-  fmha::FwdParams probe;
-  probe.dtype = c.dtype, probe.batch = a.b, probe.heads_q = a.h, probe.heads_kv = a.h_k, probe.head_dim = a.d;
-  probe.mask = a.mask, probe.causal_align = a.align, probe.persistent = c.persistent;
-  std::string name = std::string("fwd ") + fmha::to_string(c.dtype) + " tma ws 128x128 " +
-                     (c.persistent ? "persistent" : "individual");
+  const std::string name = fmha::fwd_kernel_name(probe_params(c, a));
   if (o.given("kernel-filter") && !std::regex_search(name, std::regex(o.get_string("kernel-filter")))) return;
 
   const bool verify = o.flag("verify");
@@ -64,7 +85,7 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
   rec.kernel = name;
   rec.problem = {{"dtype", fmha::to_string(c.dtype)}, {"b", a.b}, {"h", a.h}, {"h_k", a.h_k}, {"q", a.q}, {"k", a.k},
                  {"d", a.d}, {"varlen", a.varlen}, {"mask", fmha::to_string(a.mask)},
-                 {"causal_type", fmha::to_string(a.align)}, {"persistent", c.persistent}};
+                 {"causal_type", fmha::to_string(a.align)}, {"scheduler", sched}, {"pingpong", pp}};
   if (!r.status.is_ok()) {
     rec.tag = r.status.code() == fmha::StatusCode::kNotSupported ? ResultTag::kNotSupported : ResultTag::kFail;
     rec.message = r.status.message();
@@ -105,7 +126,11 @@ int main(int argc, char** argv) {
   add_problem_options(t);
   add_common_options(t);
   t.add_string("dtype", "Element type of Q, K, V and O.", std::string("bf16")).one_of({"fp16", "bf16"});
-  t.add_flag("persistent", "Use the persistent tile scheduler (grid = SMs) instead of one CTA per tile.");
+  t.add_flag("persistent", "Use the persistent tile scheduler (grid = SMs); same as --scheduler=persistent.");
+  t.add_string("scheduler", "Tile scheduler: auto (the library chooses), individual (one CTA per tile) or persistent.",
+               std::string("auto")).one_of({"auto", "individual", "persistent"});
+  t.add_string("pingpong", "Inter-warpgroup ping-pong of the two consumer warpgroups: auto, on or off.",
+               std::string("auto")).one_of({"auto", "on", "off"});
   t.add_float("scale", "Softmax scale; 0 means 1/sqrt(d).", 0.0).at_least(0.0);
   t.add_string("tolerance", "Verification rule: seed (the fixed thresholds of spec §6) or scaled (docs/numerics.md).",
                std::string("seed")).one_of({"seed", "scaled"});

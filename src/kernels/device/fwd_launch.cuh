@@ -17,7 +17,7 @@ inline Status cuda_status(cudaError_t err, const char* what) {
   return Status(StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(err));
 }
 
-template <class Config, bool Causal>
+template <class Config, bool Causal, bool PingPong>
 Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   using Element = typename Config::Element;
   using Params = kernel::FwdKernelParams<Config>;
@@ -65,22 +65,26 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   p.causal_qend = a.causal_align == CausalAlign::kQEnd;
   if (p.num_tiles == 0) return Status::ok();
 
-  auto kernel = kernel::fwd_kernel<Config, Causal>;
+  auto kernel = kernel::fwd_kernel<Config, Causal, PingPong>;
   constexpr int smem = Config::kSmemBytes;
   Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                          "cudaFuncSetAttribute(fwd_kernel, max dynamic shared memory)");
   if (!s) return s;
-  const int grid = a.persistent ? std::min(p.num_tiles, a.sm_count) : p.num_tiles;
+  const bool persistent = a.scheduler == TileScheduler::kPersistent;
+  const int grid = persistent ? std::min(p.num_tiles, a.sm_count) : p.num_tiles;
   kernel<<<grid, Config::kThreads, smem, stream>>>(p);
   return cuda_status(cudaGetLastError(), "launch fwd_kernel");
 }
 
-/// Launch function of one (dtype, head-dim tile) unit: picks the mask variant.
+/// Launch function of one (dtype, head-dim tile) unit: picks the mask and warpgroup-schedule variant
+/// (a.scheduler and a.pingpong are resolved by the API layer, never kAuto here).
 template <class Element, int HeadDim>
 Status fwd_launch(const FwdParams& a, cudaStream_t stream) {
   using Config = kernel::FwdConfig<Element, HeadDim>;
-  if (a.mask == MaskType::kCausal) return fwd_run<Config, true>(a, stream);
-  return fwd_run<Config, false>(a, stream);
+  const bool causal = a.mask == MaskType::kCausal;
+  const bool pingpong = a.pingpong == Toggle::kOn;
+  if (causal) return pingpong ? fwd_run<Config, true, true>(a, stream) : fwd_run<Config, true, false>(a, stream);
+  return pingpong ? fwd_run<Config, false, true>(a, stream) : fwd_run<Config, false, false>(a, stream);
 }
 
 }  // namespace fmha::device

@@ -187,7 +187,11 @@ CUTLASS_DEVICE float quad_allreduce_sum(float x) {
   return x;
 }
 
-template <class Config, bool Causal>
+/// Causal: causal mask (either alignment) instead of none/residual.
+/// PingPong: the two consumer warpgroups take turns issuing their GEMMs (named barriers), so that one warpgroup's
+/// softmax runs while the other's GEMMs occupy the tensor cores (FlashAttention-3, section 3.1); without it the
+/// warpgroups issue independently.
+template <class Config, bool Causal, bool PingPong>
 __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONSTANT FwdKernelParams<Config> const p) {
   using Element = typename Config::Element;
   using SharedStorage = typename Config::SharedStorage;
@@ -323,7 +327,16 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   auto k_state = cutlass::PipelineState<Config::kStages>();
   auto v_state = cutlass::PipelineState<Config::kStages>();
   const float scale_log2 = p.scale_log2;
-  const int wg_barrier = 1 + wg;  // named barrier of this warpgroup (0 is __syncthreads)
+  const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue
+  // Ping-pong turn barriers (user ids 3 and 4, 256 threads each): a warpgroup waits for its turn before issuing
+  // GEMMs and hands the turn to the other after issuing. Warpgroup 1 hands the first turn to warpgroup 0.
+  auto turn_wait = [&] {
+    if constexpr (PingPong) cutlass::arch::NamedBarrier::sync(256, 3 + wg);
+  };
+  auto turn_pass = [&] {
+    if constexpr (PingPong) cutlass::arch::NamedBarrier::arrive(256, 3 + (1 - wg));
+  };
+  if (wg == 1) turn_pass();  // a no-op without PingPong
 
   for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
     FwdTile w = decode_tile(p, t);
@@ -392,7 +405,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       pipe_q.consumer_wait(q_state);
       int n = n_blocks - 1;
       pipe_k.consumer_wait(k_state);
-      wg_gemm<true, 0>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
+      turn_wait();
+      wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
+      turn_pass();
+      warpgroup_wait<0>();
       pipe_k.consumer_release(k_state);
       ++k_state;
       float corr[kRows];
@@ -400,10 +416,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       for (; n > 0; --n) {
         convert_p();
         pipe_k.consumer_wait(k_state);
-        wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
         pipe_v.consumer_wait(v_state);
         zero_v_tail(n, v_state.index());
+        turn_wait();
+        wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
         wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+        turn_pass();
         warpgroup_wait<1>();
         pipe_k.consumer_release(k_state);
         ++k_state;
@@ -419,7 +437,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       convert_p();
       pipe_v.consumer_wait(v_state);
       zero_v_tail(0, v_state.index());
-      wg_gemm<false, 0, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+      turn_wait();
+      wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+      turn_pass();
+      warpgroup_wait<0>();
       pipe_v.consumer_release(v_state);
       ++v_state;
       pipe_q.consumer_release(q_state);
