@@ -89,6 +89,10 @@ Status fwd_validate(const FwdParams& p) {
   if (Status s = check_tensor("k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, varlen); !s) return s;
   if (Status s = check_tensor("v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, varlen); !s) return s;
   if (Status s = check_tensor("o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, varlen); !s) return s;
+  // O is written: rows and heads must not overlap (a necessary condition; the caller owns the rest of the layout).
+  if (p.o_row_stride < p.head_dim) return bad("o_row_stride", "≥ head_dim (" + str(p.head_dim) + ")", str(p.o_row_stride));
+  if (p.heads_q > 1 && p.o_head_stride < p.head_dim)
+    return bad("o_head_stride", "≥ head_dim (" + str(p.head_dim) + ") when heads_q > 1", str(p.o_head_stride));
   if (p.lse != nullptr && (reinterpret_cast<uintptr_t>(p.lse) & 3u) != 0)
     return bad("lse", "a 4-byte aligned address or null", "a misaligned address");
   return Status::ok();

@@ -1,6 +1,8 @@
 // fmha CLI core: problem defaults derivation (spec §2.1, §2.5) and FLOP formulas (spec §7). See problem.h.
 #include "common/problem.h"
 
+#include "reference/flops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -238,25 +240,23 @@ FwdProblemInput problem_input_from(const ParsedOptions& o) {
   return in;
 }
 
+// The formulas live once, in reference/flops.h; these adapt a derived problem to them.
 double fwd_flops(const FwdProblemArgs& p) {
-  const double c = p.mask == fmha::MaskType::kCausal ? 0.5 : 1.0;
-  return 4.0 * static_cast<double>(p.sum_qk()) * p.d * p.h * c;
+  return fmha::ref::fwd_flops(p.seqlens_q, p.seqlens_k, p.h, p.d, p.d, p.mask == fmha::MaskType::kCausal);
 }
 
 double mla_fwd_flops(const FwdProblemArgs& p, int dl, int dr) {
-  const double c = p.mask == fmha::MaskType::kCausal ? 0.5 : 1.0;
-  return 2.0 * static_cast<double>(p.sum_qk()) * p.h * c * ((dl + dr) + dl);
+  return fmha::ref::fwd_flops(p.seqlens_q, p.seqlens_k, p.h, dl + dr, dl, p.mask == fmha::MaskType::kCausal);
 }
 
 double bwd_flops(const FwdProblemArgs& p) {
-  const double c = p.mask == fmha::MaskType::kCausal ? 0.5 : 1.0;
-  const double sq = p.varlen ? p.max_seqlen_q() : p.q;
-  const double sk = p.varlen ? p.max_seqlen_k() : p.k;
-  return 2.0 * c * sq * sk * (3.0 * p.d + 2.0 * p.d_v) * p.h * p.b;
+  const int sq = p.varlen ? p.max_seqlen_q() : p.q;
+  const int sk = p.varlen ? p.max_seqlen_k() : p.k;
+  return fmha::ref::bwd_flops(p.b, sq, sk, p.h, p.d, p.d_v, p.mask == fmha::MaskType::kCausal);
 }
 
-double tflops_per_s(double flops, double time_ms) { return flops * 1e-12 / (time_ms * 1e-3); }
+double tflops_per_s(double flops, double time_ms) { return fmha::ref::per_second_tera(flops, time_ms); }
 
-double tbytes_per_s(double bytes, double time_ms) { return bytes * 1e-12 / (time_ms * 1e-3); }
+double tbytes_per_s(double bytes, double time_ms) { return fmha::ref::per_second_tera(bytes, time_ms); }
 
 }  // namespace fmha::cli
