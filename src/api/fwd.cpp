@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api/registry.h"
+#include "kernels/fwd_tiles.h"
 #include "fmha/fwd.h"
 
 namespace fmha {
@@ -17,8 +18,7 @@ Status bad(const std::string& arg, const std::string& expected, const std::strin
   return Status::invalid(arg + ": expected " + expected + ", got " + actual);
 }
 
-/// Head-dim tile of the forward kernels: 32, 64 or 128 (see src/instantiations/manifest.cmake).
-int fwd_tile(int head_dim) { return head_dim <= 32 ? 32 : head_dim <= 64 ? 64 : 128; }
+int fwd_tile(int head_dim) { return tiles::fwd_head_dim_tile(head_dim); }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -61,9 +61,13 @@ Status fwd_validate(const FwdParams& p) {
                                               ", heads_kv=" + str(p.heads_kv) + ")");
   if (p.head_dim < 8 || p.head_dim % 8 != 0)
     return bad("head_dim", "a positive multiple of 8", str(p.head_dim));
-  if (p.head_dim > 128) return Status::unsupported("head_dim: expected ≤ 128, got " + str(p.head_dim));
+  if (p.head_dim > tiles::kFwdMaxHeadDim)
+    return Status::unsupported("head_dim: expected ≤ " + str(tiles::kFwdMaxHeadDim) + ", got " + str(p.head_dim));
   if (p.seqlen_q < 0) return bad("seqlen_q", "≥ 0", str(p.seqlen_q));
   if (p.seqlen_k < 0) return bad("seqlen_k", "≥ 0", str(p.seqlen_k));
+  constexpr int kMaxLen = std::numeric_limits<int32_t>::max() - 1024;  // TMA coordinates and tile indices are int32
+  if (p.seqlen_q > kMaxLen) return bad("seqlen_q", "≤ " + str(kMaxLen), str(p.seqlen_q));
+  if (p.seqlen_k > kMaxLen) return bad("seqlen_k", "≤ " + str(kMaxLen), str(p.seqlen_k));
   const bool varlen = p.cu_seqlens_q != nullptr;
   if (varlen != (p.cu_seqlens_k != nullptr))
     return bad("cu_seqlens_k", varlen ? "a device pointer (cu_seqlens_q is set)" : "null (cu_seqlens_q is null)",
@@ -81,10 +85,11 @@ Status fwd_validate(const FwdParams& p) {
   if (int(p.scheduler) < 0 || int(p.scheduler) > int(TileScheduler::kPersistent))
     return bad("scheduler", "auto, individual or persistent", str(int(p.scheduler)));
   if (int(p.pingpong) < 0 || int(p.pingpong) > int(Toggle::kOn)) return bad("pingpong", "auto, off or on", str(int(p.pingpong)));
-  const int64_t m_blocks = (int64_t(p.seqlen_q) + 127) / 128;
-  const int64_t tiles = m_blocks * p.batch * p.heads_q;
-  if (tiles > std::numeric_limits<int32_t>::max())
-    return bad("batch × heads_q × ceil(seqlen_q / 128)", "≤ 2^31 − 1 work tiles", str(tiles));
+  const int block_m = tiles::fwd_block_m(fwd_tile(p.head_dim));
+  const int64_t m_blocks = (int64_t(p.seqlen_q) + block_m - 1) / block_m;
+  const int64_t work_tiles = m_blocks * p.batch * p.heads_q;
+  if (work_tiles > std::numeric_limits<int32_t>::max())
+    return bad("batch × heads_q × ceil(seqlen_q / " + str(block_m) + ")", "≤ 2^31 − 1 work tiles", str(work_tiles));
   if (Status s = check_tensor("q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, varlen); !s) return s;
   if (Status s = check_tensor("k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, varlen); !s) return s;
   if (Status s = check_tensor("v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, varlen); !s) return s;
@@ -115,7 +120,9 @@ std::string fwd_kernel_name(const FwdParams& in) {
   std::string mask = p.mask == MaskType::kCausal
                          ? std::string("causal-") + to_string(p.causal_align)
                          : std::string(p.cu_seqlens_q ? "residual" : to_string(p.mask));
-  return std::string("fwd ") + to_string(p.dtype) + " d" + std::to_string(fwd_tile(p.head_dim)) + " tma ws 128x128 " +
+  const int t = fwd_tile(p.head_dim);
+  return std::string("fwd ") + to_string(p.dtype) + " d" + std::to_string(t) + " tma ws " +
+         std::to_string(tiles::fwd_block_m(t)) + "x" + std::to_string(tiles::fwd_block_n(t)) + " " +
          mask + (p.scheduler == TileScheduler::kPersistent ? " persistent" : " individual") +
          (p.pingpong == Toggle::kOn ? " pingpong" : "");
 }
@@ -124,7 +131,8 @@ std::vector<std::string> fwd_kernel_variants() {
   std::vector<std::string> out;
   for (const auto& e : detail::kernel_registry()) {
     if (std::strcmp(e.op, "fwd") != 0) continue;
-    out.push_back(std::string("fwd ") + e.dtype + " d" + str(e.head_dim) + " tma ws 128x128" +
+    out.push_back(std::string("fwd ") + e.dtype + " d" + str(e.head_dim) + " tma ws " +
+                  str(tiles::fwd_block_m(e.head_dim)) + "x" + str(tiles::fwd_block_n(e.head_dim)) +
                   (e.launch ? " (built)" : " (not built)"));
   }
   return out;

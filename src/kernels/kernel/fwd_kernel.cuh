@@ -23,6 +23,7 @@
 #include <cutlass/pipeline/pipeline.hpp>
 
 #include "kernels/fusion/mask.hpp"
+#include "kernels/fwd_tiles.h"
 
 namespace fmha::kernel {
 
@@ -34,9 +35,10 @@ template <class Element_, int HeadDim_>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
-  static constexpr int kBlockM = 128;  // 2 consumer warpgroups × 64 rows
-  static constexpr int kBlockN = HeadDim_ <= 64 ? 128 : 128;
-  static constexpr int kStages = 2;
+  static constexpr int kBlockM = tiles::fwd_block_m(HeadDim_);  // 2 consumer warpgroups × 64 rows
+  static constexpr int kBlockN = tiles::fwd_block_n(HeadDim_);
+  static constexpr int kStages = tiles::fwd_stages(HeadDim_);
+  static_assert(kBlockM == 64 * 2, "forward kernel: the tile's rows are split over two consumer warpgroups");
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   static constexpr int kProducerRegs = 24;

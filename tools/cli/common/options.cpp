@@ -1,11 +1,14 @@
-// fmha CLI core: option table, parser and --help (see options.h for the syntax and why this is not CLI11).
+// fmha CLI core: option table, parser and --help. Parsing, conversion, the value checks and the help layout are
+// CLI11's (CLI::App built per call from the table); this file adds the seed-syntax pre-check, the seed's value forms
+// and our error messages on top (see options.h).
 #include "common/options.h"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
-#include <cerrno>
-#include <climits>
+#include <cctype>
 #include <cmath>
-#include <cstdlib>
+#include <limits>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -57,55 +60,257 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-bool in_range(const OptionSpec& s, double v) {
-  return (!s.min || v >= *s.min) && (!s.max || v <= *s.max);
+// The message for a value that does not fit its entry: `--b: expected an integer ≥ 1, got "x"`; `value` is the
+// text after '=' as written (nullopt: the argument had no '=').
+std::string bad_value(const OptionSpec& s, const std::optional<std::string>& value) {
+  if (s.kind == OptKind::kFlag) {
+    return "--" + s.name + ": expected a bare flag (or =1, =0, =true, =false), got " + quoted(value.value_or(""));
+  }
+  const std::string got = value ? "got " + quoted(*value) : "got no value (write --" + s.name + "=<value>)";
+  return "--" + s.name + ": " + s.expectation() + ", " + got;
 }
 
-// Checks a value's text against its spec. Returns "" when it is valid, else the complete message.
-std::string validate_value(const OptionSpec& s, const std::optional<std::string>& value) {
-  const std::string got = value ? "got " + quoted(*value) : "got no value (write --" + s.name + "=<value>)";
-  const std::string fail = "--" + s.name + ": " + s.expectation() + ", " + got;
-  if (s.kind == OptKind::kFlag) {
-    if (!value) return "";
-    const std::string& v = *value;
-    if (v == "1" || v == "0" || v == "true" || v == "false") return "";
-    return "--" + s.name + ": expected a bare flag (or =1, =0, =true, =false), got " + quoted(v);
+// Seed integers are decimal with an optional sign. Returns the same number in the form CLI11 2.1.2 reads as decimal
+// (its conversion is strtoll(..., 0), so "010" would be octal 8): leading zeros dropped. nullopt for anything else
+// ("0x10", " 3", "1.5", ""), which strtoll would partly accept.
+std::optional<std::string> seed_decimal(const std::string& text) {
+  const size_t digits = (!text.empty() && (text[0] == '+' || text[0] == '-')) ? 1 : 0;
+  if (digits == text.size()) return std::nullopt;
+  for (size_t j = digits; j < text.size(); ++j) {
+    if (text[j] < '0' || text[j] > '9') return std::nullopt;
   }
-  if (!value) return fail;
-  const std::string& v = *value;
-  switch (s.kind) {
-    case OptKind::kInt: {
-      const auto x = parse_int(v);
-      if (!x || !in_range(s, *x)) return fail;
-      break;
-    }
-    case OptKind::kFloat: {
-      const auto x = parse_float(v);
-      if (!x || !in_range(s, *x)) return fail;
-      break;
-    }
-    case OptKind::kIntList: {
-      const auto xs = parse_int_list(v);
-      if (!xs) return fail;
-      for (int x : *xs) {
-        if (!in_range(s, x)) return fail;
-      }
-      break;
-    }
-    case OptKind::kChar:
-      if (v.size() != 1) return fail;
-      [[fallthrough]];
-    case OptKind::kString:
-      if (!s.allowed.empty() && std::find(s.allowed.begin(), s.allowed.end(), v) == s.allowed.end()) return fail;
-      break;
-    case OptKind::kFlag:
-      break;
+  const size_t first = text.find_first_not_of('0', digits);
+  const std::string magnitude = first == std::string::npos ? "0" : text.substr(first);
+  return (text[0] == '-' ? "-" : "") + magnitude;
+}
+
+// True when an `a:b:c` list has an empty element ("", "4:", ":4", "1::2"). CLI11's delimiter split drops those
+// silently, so they are rejected before the list reaches it.
+bool has_empty_element(const std::string& list) {
+  return list.empty() || list.front() == ':' || list.back() == ':' || list.find("::") != std::string::npos;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The CLI11 side: one CLI::App per parse()/help_text() call
+// ---------------------------------------------------------------------------------------------------------------
+
+// Where CLI11 stores one option's converted value; only the member of the option's kind is used.
+struct Slot {
+  bool flag = false;
+  int i = 0;
+  double f = 0;
+  std::string s;
+  char c = 0;
+  std::vector<int> list;
+};
+
+// One argument that passed the seed-syntax pre-check: a declared name and the text after '=' (nullopt: none).
+struct Token {
+  const OptionSpec* spec = nullptr;
+  std::optional<std::string> value;
+};
+
+// --help layout in the seed's terms; the rest (description, "Options:" group, column alignment) is CLI11's.
+class SeedHelpFormatter : public CLI::Formatter {
+ public:
+  // CLI11 would print "Usage: prog [OPTIONS]"; ours states the one accepted syntax and the comma rule.
+  std::string make_usage(const CLI::App*, std::string name) const override {
+    return "\nUsage: " + name + " [--name=value | --flag]...\n" +
+           "A value with commas (--d=64,128) runs the tool once per value; with several such options every\n"
+           "combination runs, the first option varying slowest. The process exits 0 only if every run passed.\n";
   }
-  if (s.validator) {
-    const std::string why = s.validator(v);
-    if (!why.empty()) return "--" + s.name + ": " + why;
+  // CLI11 would print "--b INT"; the left column is `--b=<int>` (the option text holds "=<int>").
+  std::string make_option_opts(const CLI::Option* opt) const override { return opt->get_option_text(); }
+};
+
+// A CLI::App mirroring an option table. Each entry becomes a CLI11 option bound to a Slot, its constraints become
+// CLI11 validators, and trigger_on_parse makes CLI11 convert and check every occurrence as it reads it: the first bad
+// argument on the command line is the one reported, and a repeated option keeps its last value.
+class Cli11App {
+ public:
+  Cli11App(const std::string& program, const std::string& summary, const std::vector<std::string>& order,
+           const std::map<std::string, OptionSpec>& specs);
+  Cli11App(const Cli11App&) = delete;
+  Cli11App& operator=(const Cli11App&) = delete;
+
+  // Parses pre-checked tokens. Returns "" or the error message for the first bad one.
+  std::string parse(const std::vector<Token>& tokens);
+  // The converted value of a given option (after a successful parse).
+  const Slot& slot(const std::string& name) const { return slots_.at(name); }
+  // CLI11's help text in our layout.
+  std::string help();
+
+ private:
+  const Token* current() const;
+  std::string run_validator(const OptionSpec& s, const std::string& element);
+
+  CLI::App app_;
+  std::map<std::string, Slot> slots_;  // std::map: the references bound into app_ stay valid
+  size_t help_width_ = 0;
+  const std::vector<Token>* tokens_ = nullptr;  // during parse()
+  std::string validator_error_;                 // set when an entry's own validator rejected the value
+  const Token* list_token_ = nullptr;           // the list whose elements run_validator is counting
+  size_t list_elements_seen_ = 0;
+};
+
+// The --help placeholder after the name: "=<int>", "=<file>", "=<no|causal>", or "" for a flag.
+std::string placeholder(const OptionSpec& s) {
+  if (s.kind == OptKind::kFlag) return "";
+  if (!s.value_name.empty()) return "=<" + s.value_name + ">";
+  if (!s.allowed.empty() && s.allowed.size() <= 8) return "=<" + join_allowed(s.allowed) + ">";
+  return std::string("=<") + kind_placeholder(s.kind) + ">";
+}
+
+// The --help description: the entry's help, then its default, bounds and (long) list of allowed values.
+std::string help_description(const OptionSpec& s) {
+  std::vector<std::string> notes;
+  if (s.kind != OptKind::kFlag) {
+    if (!s.default_text.empty()) {
+      notes.push_back("default: " + s.default_text);
+    } else if (s.default_value) {
+      notes.push_back("default: " + (s.default_value->empty() ? std::string("\"\"") : *s.default_value));
+    } else {
+      notes.push_back("default: unset");
+    }
+    if (s.min || s.max) {
+      const std::string e = s.expectation();
+      notes.push_back(e.substr(e.find("expected ") + 9));
+    }
+    if (s.allowed.size() > 8) notes.push_back("one of " + join_allowed(s.allowed));
   }
-  return "";
+  return notes.empty() ? s.help : s.help + " [" + join(notes, "; ") + "]";
+}
+
+Cli11App::Cli11App(const std::string& program, const std::string& summary, const std::vector<std::string>& order,
+                   const std::map<std::string, OptionSpec>& specs)
+    : app_(program + ": " + summary, program) {
+  app_.set_help_flag();  // --help is an ordinary entry of the table (help_requested() reads it)
+  // Checks for the seed's value forms where CLI11's conversion is wider (see seed_decimal and parse_float).
+  const CLI::Validator decimal(
+      [](std::string& v) -> std::string {
+        const auto d = seed_decimal(v);
+        if (!d) return "not a decimal integer";
+        v = *d;
+        return "";
+      },
+      "DECIMAL");
+  const CLI::Validator finite_number(
+      [](std::string& v) -> std::string { return parse_float(v) ? "" : "not a finite number"; }, "NUMBER");
+  const CLI::Validator one_char([](std::string& v) -> std::string { return v.size() == 1 ? "" : "not one character"; },
+                                "CHAR");
+  for (const std::string& name : order) {
+    const OptionSpec& s = specs.at(name);
+    Slot& slot = slots_[name];
+    const std::string flag_name = "--" + name;
+    CLI::Option* opt = nullptr;
+    switch (s.kind) {
+      case OptKind::kFlag:
+        opt = app_.add_flag(flag_name, slot.flag)->check(CLI::IsMember(std::vector<std::string>{"1", "0", "true",
+                                                                                                   "false"}));
+        break;
+      case OptKind::kInt:
+        opt = app_.add_option(flag_name, slot.i)->transform(decimal)->check(CLI::TypeValidator<int>());
+        break;
+      case OptKind::kFloat:
+        opt = app_.add_option(flag_name, slot.f)->check(finite_number);
+        break;
+      case OptKind::kString:
+        opt = app_.add_option(flag_name, slot.s);
+        break;
+      case OptKind::kChar:
+        opt = app_.add_option(flag_name, slot.c);
+        if (s.allowed.empty()) opt->check(one_char);
+        break;
+      case OptKind::kIntList:
+        // One argument per occurrence, split at ':' by CLI11; every element is checked and converted.
+        opt = app_.add_option(flag_name, slot.list)
+                  ->delimiter(':')
+                  ->allow_extra_args(false)
+                  ->transform(decimal)
+                  ->check(CLI::TypeValidator<int>());
+        break;
+    }
+    if (s.min || s.max) {
+      opt->check(CLI::Range(s.min.value_or(std::numeric_limits<double>::lowest()),
+                            s.max.value_or(std::numeric_limits<double>::max())));
+    }
+    if (!s.allowed.empty() && (s.kind == OptKind::kString || s.kind == OptKind::kChar)) {
+      opt->check(CLI::IsMember(s.allowed));
+    }
+    if (s.validator) {
+      opt->check(CLI::Validator([this, &s](std::string& v) { return run_validator(s, v); }, "CHECK"));
+    }
+    opt->trigger_on_parse()->option_text(placeholder(s))->description(help_description(s));
+    help_width_ = std::max(help_width_, 2 + flag_name.size() + opt->get_option_text().size());
+  }
+}
+
+const Token* Cli11App::current() const {
+  // Every token adds exactly one entry to CLI11's parse order (the flag, or the option with its value), so the
+  // option CLI11 is working on belongs to token parse_order().size() - 1.
+  const auto& seen = app_.parse_order();
+  if (tokens_ == nullptr || seen.empty() || seen.size() > tokens_->size()) return nullptr;
+  const Token& t = (*tokens_)[seen.size() - 1];
+  return seen.back()->check_lname(t.spec->name) ? &t : nullptr;
+}
+
+std::string Cli11App::run_validator(const OptionSpec& s, const std::string& element) {
+  // The entry's validator sees the value as written (CLI11 may have normalised it, e.g. "+08" to "8"); a list is
+  // validated element by element by CLI11, so its validator runs once, on the whole list, after the last element.
+  const Token* t = current();
+  const std::string value = t ? t->value.value_or("") : element;
+  if (t && s.kind == OptKind::kIntList) {
+    if (t != list_token_) {
+      list_token_ = t;
+      list_elements_seen_ = 0;
+    }
+    const size_t elements = static_cast<size_t>(std::count(value.begin(), value.end(), ':')) + 1;
+    if (++list_elements_seen_ < elements) return "";
+  }
+  validator_error_ = s.validator(value);
+  return validator_error_;
+}
+
+std::string Cli11App::parse(const std::vector<Token>& tokens) {
+  // CLI11 reads `--name value` (so an empty value survives; CLI11 drops an empty `--name=`) and a flag as written.
+  std::vector<std::string> argv;
+  for (const Token& t : tokens) {
+    if (t.spec->kind == OptKind::kFlag) {
+      argv.push_back("--" + t.spec->name + (t.value ? "=" + *t.value : ""));
+    } else {
+      argv.push_back("--" + t.spec->name);
+      argv.push_back(*t.value);
+    }
+  }
+  std::reverse(argv.begin(), argv.end());  // CLI::App::parse(std::vector&) takes the arguments last first
+  tokens_ = &tokens;
+  validator_error_.clear();
+  std::string error;
+  try {
+    app_.parse(argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's ConversionError / ValidationError texts ("Value 0 not in range ...") are replaced by ours.
+    const Token* t = current();
+    if (t == nullptr) {
+      error = e.what();  // not expected: every token maps to one CLI11 option
+    } else if (!validator_error_.empty()) {
+      error = "--" + t->spec->name + ": " + validator_error_;
+    } else {
+      error = bad_value(*t->spec, t->value);
+    }
+  }
+  tokens_ = nullptr;
+  return error;
+}
+
+std::string Cli11App::help() {
+  auto formatter = std::make_shared<SeedHelpFormatter>();
+  // CLI11 starts the description at column `width` and moves it to the next line when the left column reaches it.
+  formatter->column_width(std::min<size_t>(help_width_, 40) + 2);
+  app_.formatter(formatter);
+  std::string text = app_.help();
+  while (text.size() >= 2 && text.compare(text.size() - 2, 2, "\n\n") == 0) text.pop_back();
+  return text;
 }
 
 }  // namespace
@@ -126,25 +331,18 @@ const char* kind_placeholder(OptKind kind) {
 // Value conversion
 // ---------------------------------------------------------------------------------------------------------------
 
+// Both use CLI11's conversion, as the parser does, behind the seed-form checks the parser's validators make.
 std::optional<int> parse_int(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  size_t i = (text[0] == '+' || text[0] == '-') ? 1 : 0;
-  if (i == text.size()) return std::nullopt;
-  for (size_t j = i; j < text.size(); ++j) {
-    if (text[j] < '0' || text[j] > '9') return std::nullopt;
-  }
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), nullptr, 10);
-  if (errno == ERANGE || v < INT_MIN || v > INT_MAX) return std::nullopt;
-  return static_cast<int>(v);
+  const auto decimal = seed_decimal(text);
+  int v = 0;
+  if (!decimal || !CLI::detail::lexical_cast(*decimal, v)) return std::nullopt;
+  return v;
 }
 
 std::optional<double> parse_float(const std::string& text) {
   if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) return std::nullopt;
+  double v = 0;
+  if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v)) return std::nullopt;
   return v;
 }
 

@@ -9,13 +9,19 @@
 // its last value (as the seed's parser does), so a repro line can be rerun with an override appended.
 // Comma lists (`--d=64,128`) are expanded into separate runs before parsing; see expand.h.
 //
-// Why not CLI11: CLI11 would only have split `--name=value` and looked the name up. Everything else the tools need
-// had to be worked around: the messages must read `--b: expected an integer ≥ 1, got "x"` (CLI11 throws its own
-// ConversionError/ValidationError texts), CLI11 also accepts `--name value`, `-abc` and `--flag=false` forms the seed
-// does not, throws on repeated options where the seed keeps the last one, has no "char" or "a:b:c" kinds and no
-// notion of a default that is derived later ("unset"), and its formatter would need replacing to show allowed
-// values and derived defaults. A small parser over our own table (options.cpp) is less code than those
-// adaptations, and its behaviour is exactly the documented one.
+// Built on CLI11 (2.1.2): parse() turns the table into a CLI::App, one CLI11 option per entry bound to a typed
+// variable, and CLI11 does the parsing proper: it matches the names, converts the values (int, double, string, char,
+// bool, std::vector<int> split at ':' by its delimiter), keeps the last of a repeated option (trigger_on_parse), and
+// runs the checks as CLI11 validators (CLI::Range for the bounds, CLI::IsMember for allowed values and flag values,
+// CLI::TypeValidator<int> for ints that overflow). The --help layout is CLI11's formatter. Layered on top, in
+// options.cpp:
+//  * a pre-check of each argument's shape, because CLI11 accepts more than the seed: `--name value`, short options,
+//    positionals, `--flag=` and empty list elements (which it drops) are rejected there, and unknown names are
+//    reported with a suggestion (CLI11 has none);
+//  * small validators for the seed's value forms where CLI11's conversion is wider (strtoll base 0 reads "010" as
+//    octal and takes "0x10"; strtold takes " 1", "nan" and "inf");
+//  * our error messages: CLI11's exceptions are caught and the message is rebuilt from the entry
+//    (OptionSpec::expectation) and the argument as written, so errors read `--b: expected an integer ≥ 1, got "x"`.
 #pragma once
 
 #include <functional>
@@ -23,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace fmha::cli {
@@ -52,8 +59,9 @@ struct OptionSpec {
   std::vector<std::string> allowed;           ///< kString/kChar: the accepted values (empty = anything)
   std::optional<double> min;                  ///< kInt/kFloat/kIntList (each element): smallest accepted value
   std::optional<double> max;                  ///< kInt/kFloat/kIntList (each element): largest accepted value
-  /// Extra check run after conversion; returns "" when the value is fine, otherwise the expectation, written so
-  /// that "--<name>: <returned text>" reads as a complete message (e.g. `expected a valid regex, got "("`).
+  /// Extra check run on the value as written, once the other checks passed (it is the last CLI11 validator; for a
+  /// list it runs once, on the whole list); returns "" when the value is fine, otherwise the expectation, written
+  /// so that "--<name>: <returned text>" reads as a complete message (e.g. `expected a valid regex, got "("`).
   std::function<std::string(const std::string& value)> validator;
 
   /// Requires value ≥ m (for lists: every element). Returns *this.
@@ -106,10 +114,14 @@ class ParsedOptions {
  private:
   friend class OptionTable;
   const OptionSpec& spec(const std::string& name, OptKind kind) const;
-  std::optional<std::string> raw(const std::string& name) const;  ///< given value, else default, else nullopt
+  /// A given option's value as CLI11 converted it; the alternative follows the kind (kFlag: bool, kInt: int,
+  /// kFloat: double, kString: std::string, kChar: char, kIntList: std::vector<int>).
+  using Value = std::variant<bool, int, double, std::string, char, std::vector<int>>;
+  const Value* given_value(const std::string& name) const;  ///< nullptr when not given
+  const std::optional<std::string>& default_value(const std::string& name) const;
 
   std::shared_ptr<const std::map<std::string, OptionSpec>> specs_;  ///< snapshot of the table at parse time
-  std::map<std::string, std::string> values_;  ///< validated text of every option given
+  std::map<std::string, Value> values_;  ///< every option given (last occurrence), converted by CLI11
   std::vector<std::string> args_;
   bool help_ = false;
 };

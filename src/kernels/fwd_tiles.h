@@ -1,0 +1,24 @@
+// Tile table of the forward kernels: the one source of truth for tile sizes, read by the kernel configuration
+// (src/kernels/kernel/fwd_kernel.cuh, nvcc) and by the host heuristics and validation (src/api/fwd.cpp, g++).
+// Plain constexpr C++: no CUDA or CuTe here.
+#pragma once
+
+namespace fmha::tiles {
+
+/// Head-dim tiles that have kernels (src/instantiations/manifest.cmake); other head dims (multiples of 8 up to
+/// 128) run on the next larger tile with the extra columns predicated off.
+constexpr int fwd_head_dim_tile(int head_dim) { return head_dim <= 32 ? 32 : head_dim <= 64 ? 64 : 128; }
+
+/// Query rows per CTA tile: two consumer warpgroups of 64 rows.
+constexpr int fwd_block_m(int /*head_dim_tile*/) { return 128; }
+
+/// Keys per mainloop block.
+constexpr int fwd_block_n(int /*head_dim_tile*/) { return 128; }
+
+/// Shared-memory pipeline stages for K and for V.
+constexpr int fwd_stages(int /*head_dim_tile*/) { return 2; }
+
+/// Largest head dim the forward kernels take.
+constexpr int kFwdMaxHeadDim = 128;
+
+}  // namespace fmha::tiles
