@@ -434,9 +434,12 @@ const OptionSpec& ParsedOptions::spec(const std::string& name, OptKind kind) con
   return it->second;
 }
 
-std::optional<std::string> ParsedOptions::raw(const std::string& name) const {
+const ParsedOptions::Value* ParsedOptions::given_value(const std::string& name) const {
   const auto it = values_.find(name);
-  if (it != values_.end()) return it->second;
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+const std::optional<std::string>& ParsedOptions::default_value(const std::string& name) const {
   return specs_->at(name).default_value;
 }
 
@@ -447,10 +450,12 @@ bool ParsedOptions::given(const std::string& name) const {
 
 bool ParsedOptions::declared(const std::string& name) const { return specs_ && specs_->count(name) != 0; }
 
+// Given options hold CLI11's converted value; defaults are converted from their text with the same conversion.
 std::optional<int> ParsedOptions::find_int(const std::string& name) const {
   spec(name, OptKind::kInt);
-  const auto v = raw(name);
-  return v ? parse_int(*v) : std::nullopt;
+  if (const Value* v = given_value(name)) return std::get<int>(*v);
+  const auto& d = default_value(name);
+  return d ? parse_int(*d) : std::nullopt;
 }
 
 int ParsedOptions::get_int(const std::string& name) const {
@@ -461,8 +466,9 @@ int ParsedOptions::get_int(const std::string& name) const {
 
 std::optional<double> ParsedOptions::find_float(const std::string& name) const {
   spec(name, OptKind::kFloat);
-  const auto v = raw(name);
-  return v ? parse_float(*v) : std::nullopt;
+  if (const Value* v = given_value(name)) return std::get<double>(*v);
+  const auto& d = default_value(name);
+  return d ? parse_float(*d) : std::nullopt;
 }
 
 double ParsedOptions::get_float(const std::string& name) const {
@@ -473,7 +479,8 @@ double ParsedOptions::get_float(const std::string& name) const {
 
 std::optional<std::string> ParsedOptions::find_string(const std::string& name) const {
   spec(name, OptKind::kString);
-  return raw(name);
+  if (const Value* v = given_value(name)) return std::get<std::string>(*v);
+  return default_value(name);
 }
 
 std::string ParsedOptions::get_string(const std::string& name) const {
@@ -484,9 +491,10 @@ std::string ParsedOptions::get_string(const std::string& name) const {
 
 std::optional<char> ParsedOptions::find_char(const std::string& name) const {
   spec(name, OptKind::kChar);
-  const auto v = raw(name);
-  if (!v || v->size() != 1) return std::nullopt;
-  return (*v)[0];
+  if (const Value* v = given_value(name)) return std::get<char>(*v);
+  const auto& d = default_value(name);
+  if (!d || d->size() != 1) return std::nullopt;
+  return (*d)[0];
 }
 
 char ParsedOptions::get_char(const std::string& name) const {
@@ -497,15 +505,15 @@ char ParsedOptions::get_char(const std::string& name) const {
 
 bool ParsedOptions::flag(const std::string& name) const {
   spec(name, OptKind::kFlag);
-  const auto it = values_.find(name);
-  if (it == values_.end()) return false;
-  return it->second.empty() || it->second == "1" || it->second == "true";
+  const Value* v = given_value(name);
+  return v != nullptr && std::get<bool>(*v);
 }
 
 std::optional<std::vector<int>> ParsedOptions::find_int_list(const std::string& name) const {
   spec(name, OptKind::kIntList);
-  const auto v = raw(name);
-  return v ? parse_int_list(*v) : std::nullopt;
+  if (const Value* v = given_value(name)) return std::get<std::vector<int>>(*v);
+  const auto& d = default_value(name);
+  return d ? parse_int_list(*d) : std::nullopt;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -518,8 +526,10 @@ OptionTable::OptionTable(std::string program, std::string summary)
 }
 
 OptionSpec& OptionTable::add(const std::string& name, OptKind kind, const std::string& help) {
-  if (name.empty() || name[0] == '-' || name.find_first_of("=, ") != std::string::npos) {
-    throw std::logic_error("invalid option name \"" + name + "\" (no leading '-', no '=', ',' or space)");
+  // Ours: no '=' (the value separator) or ',' (comma expansion, and CLI11's name separator); CLI11's: no leading
+  // '-' or '!', no ':', '{' or space.
+  if (name.find(',') != std::string::npos || !CLI::detail::valid_name_string(name)) {
+    throw std::logic_error("invalid option name \"" + name + "\" (no leading '-' or '!'; no '=', ',', ':', '{' or space)");
   }
   if (specs_.count(name)) throw std::logic_error("option --" + name + " is declared twice");
   OptionSpec& s = specs_[name];
@@ -594,86 +604,60 @@ ParseResult OptionTable::parse(const std::vector<std::string>& args) const {
   ParseResult r;
   r.options.specs_ = std::make_shared<const std::map<std::string, OptionSpec>>(specs_);
   r.options.args_ = args;
+  // Seed-syntax pre-check (ours): `--name` or `--name=value` with a declared name, a value where one is needed, no
+  // `--flag=` and no empty list element. It stops at the first argument that fails; CLI11 then parses the arguments
+  // before it, so a bad value earlier on the command line is still the error reported.
+  std::vector<Token> tokens;
+  std::string syntax_error;
   for (const std::string& arg : args) {
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0 || arg[2] == '=') {
-      std::string hint = "options take the form --name=value or --flag";
-      if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') hint += " (did you mean -" + arg + "?)";
-      r.error = "unexpected argument " + quoted(arg) + ": " + hint;
-      return r;
+      syntax_error = "unexpected argument " + quoted(arg) + ": options take the form --name=value or --flag";
+      if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') syntax_error += " (did you mean -" + arg + "?)";
+      break;
     }
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    const std::optional<std::string> value =
-        eq == std::string::npos ? std::nullopt : std::optional<std::string>(arg.substr(eq + 1));
     const auto it = specs_.find(name);
     if (it == specs_.end()) {
-      r.error = "unknown option " + quoted("--" + name);
+      syntax_error = "unknown option " + quoted("--" + name);
       const std::string s = suggest(name);
-      if (!s.empty()) r.error += " (did you mean --" + s + "?)";
-      r.error += "; see --help";
-      return r;
+      if (!s.empty()) syntax_error += " (did you mean --" + s + "?)";
+      syntax_error += "; see --help";
+      break;
     }
-    const std::string why = validate_value(it->second, value);
-    if (!why.empty()) {
-      r.error = why;
-      return r;
+    Token t;
+    t.spec = &it->second;
+    if (eq != std::string::npos) t.value = arg.substr(eq + 1);
+    const OptKind kind = t.spec->kind;
+    if ((kind == OptKind::kFlag && t.value && t.value->empty()) || (kind != OptKind::kFlag && !t.value) ||
+        (kind == OptKind::kIntList && has_empty_element(*t.value))) {
+      syntax_error = bad_value(*t.spec, t.value);
+      break;
     }
-    r.options.values_[name] = value.value_or("");
-    if (name == "help") r.options.help_ = r.options.flag("help");
+    tokens.push_back(std::move(t));
   }
+  Cli11App cli(program_, summary_, order_, specs_);
+  r.error = cli.parse(tokens);
+  if (r.error.empty()) r.error = syntax_error;
+  if (!r.ok()) return r;
+  for (const Token& t : tokens) {
+    const Slot& v = cli.slot(t.spec->name);
+    ParsedOptions::Value value;
+    switch (t.spec->kind) {
+      case OptKind::kFlag: value.emplace<bool>(v.flag); break;
+      case OptKind::kInt: value.emplace<int>(v.i); break;
+      case OptKind::kFloat: value.emplace<double>(v.f); break;
+      case OptKind::kString: value.emplace<std::string>(v.s); break;
+      case OptKind::kChar: value.emplace<char>(v.c); break;
+      case OptKind::kIntList: value.emplace<std::vector<int>>(v.list); break;
+    }
+    r.options.values_[t.spec->name] = std::move(value);  // the slot holds the last occurrence
+  }
+  r.options.help_ = r.options.flag("help");
   return r;
 }
 
-std::string OptionTable::help_text() const {
-  std::ostringstream os;
-  os << program_ << ": " << summary_ << "\n\n"
-     << "Usage: " << program_ << " [--name=value | --flag]...\n"
-     << "A value with commas (--d=64,128) runs the tool once per value; with several such options every\n"
-     << "combination runs, the first option varying slowest. The process exits 0 only if every run passed.\n\n"
-     << "Options:\n";
-  std::vector<std::string> lefts;
-  size_t width = 0;
-  for (const auto& n : order_) {
-    const OptionSpec& s = specs_.at(n);
-    std::string left = "  --" + n;
-    if (s.kind != OptKind::kFlag) {
-      if (!s.value_name.empty()) {
-        left += "=<" + s.value_name + ">";
-      } else if (!s.allowed.empty() && s.allowed.size() <= 8) {
-        left += "=<" + join_allowed(s.allowed) + ">";
-      } else {
-        left += std::string("=<") + kind_placeholder(s.kind) + ">";
-      }
-    }
-    width = std::max(width, left.size());
-    lefts.push_back(left);
-  }
-  width = std::min<size_t>(width, 40);
-  for (size_t i = 0; i < order_.size(); ++i) {
-    const OptionSpec& s = specs_.at(order_[i]);
-    std::string line = lefts[i];
-    if (line.size() < width) line += std::string(width - line.size(), ' ');
-    line += "  " + s.help;
-    std::vector<std::string> notes;
-    if (s.kind != OptKind::kFlag) {
-      if (!s.default_text.empty()) {
-        notes.push_back("default: " + s.default_text);
-      } else if (s.default_value) {
-        notes.push_back("default: " + (s.default_value->empty() ? std::string("\"\"") : *s.default_value));
-      } else {
-        notes.push_back("default: unset");
-      }
-      if (s.min || s.max) {
-        std::string e = s.expectation();
-        notes.push_back(e.substr(e.find("expected ") + 9));
-      }
-      if (s.allowed.size() > 8) notes.push_back("one of " + join_allowed(s.allowed));
-    }
-    if (!notes.empty()) line += " [" + join(notes, "; ") + "]";
-    os << line << "\n";
-  }
-  return os.str();
-}
+std::string OptionTable::help_text() const { return Cli11App(program_, summary_, order_, specs_).help(); }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Options shared by the tools
