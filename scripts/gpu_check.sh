@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU job, on a machine with a Hopper GPU: builds the `full` kernel set unless BUILD_DIR already holds a build,
 # runs the gpu test suite (GoogleTest cases and the seed's CLI matrix), compute-sanitizer on a smoke subset, and
-# the forward benchmark against cuDNN / FlashAttention-2, then prints a compact summary table.
+# the forward benchmark against cuDNN / FlashAttention-2 (needs PyTorch with cuDNN), then prints a compact summary
+# table. Exits non-zero when any step failed.
 #
 #   scripts/gpu_check.sh [BUILD_DIR] [OUT_DIR] [STEPS]
 #
@@ -26,30 +27,40 @@ if [ -n "$configured" ] && [ ! -e "$configured" ]; then mkdir -p "$(dirname "$co
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
   > "$out/device.txt" 2>&1
 summary=()
+failed=0
 if [[ $steps == *,tests,* ]]; then
   "$build/tests/fmha_gpu_tests" --gtest_color=no --gtest_output="json:$out/gpu_tests.json" \
-    --gtest_filter="${FMHA_GTEST_FILTER:-*}" > "$out/gpu_tests.log" 2>&1
+    --gtest_filter="${FMHA_GTEST_FILTER:-*}" > "$out/gpu_tests.log" 2>&1 || failed=1
   summary+=("gtest gpu:   $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]|^\[  SKIPPED \] [0-9]' "$out/gpu_tests.log" | tr '\n' ' ')")
 fi
 if [[ $steps == *,cli,* ]]; then
-  (cd "$build" && ctest -L gpu -R '^cli_' -j 4 --output-on-failure) > "$out/cli_tests.log" 2>&1
+  (cd "$build" && ctest -L gpu -R '^cli_' -j 4 --output-on-failure) > "$out/cli_tests.log" 2>&1 || failed=1
   summary+=("cli matrix:  $(grep -E 'tests passed' "$out/cli_tests.log")")
 fi
 if [[ $steps == *,sanitizer,* ]]; then
-  filter='Seed/FwdCaseTest.MatchesReference/varlen_13_causal_qend_bf16:Seed/FwdCaseTest.MatchesReference/gqa_fp16:Edge/FwdCaseTest.MatchesReference/E05_nan_past_keys:Edge/FwdCaseTest.MatchesReference/E03a:Edge/FwdCaseTest.MatchesReference/varlen_persistent'
-  for tool in memcheck racecheck; do
+  # Small cases that cover both tile schedulers, ping-pong on (d 128) and off (d 64), empty entries, a V tail and
+  # NaN past the valid keys.
+  filter='Seed/FwdCaseTest.MatchesReference/varlen_13_causal_qend_bf16:Seed/FwdCaseTest.MatchesReference/gqa_fp16'
+  filter+=':Seed/FwdCaseTest.MatchesReference/varlen_07_causal_qend_bf16:Edge/FwdCaseTest.MatchesReference/E05_nan_past_keys'
+  filter+=':Edge/FwdCaseTest.MatchesReference/E03a:Edge/FwdCaseTest.MatchesReference/varlen_persistent'
+  filter+=':FwdGpu.AllScheduleVariantsMatchReference'
+  for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 99 "$build/tests/fmha_gpu_tests" --gtest_filter="$filter" \
       > "$out/sanitizer_$tool.log" 2>&1
-    summary+=("$tool:   rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tr '\n' ' ')")
+    rc=$?
+    [ $rc -eq 0 ] || failed=1
+    summary+=("$tool:   rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tr '\n' ' ')")
   done
 fi
 if [[ $steps == *,bench,* ]]; then
   # shellcheck disable=SC2086  # FMHA_BENCH_ARGS: extra bench_fwd.py arguments, word-split on purpose
   python3 "$root/bench/bench_fwd.py" --lib "$build/lib/libfmha_c.so" --json "$out/bench_fwd.json" ${FMHA_BENCH_ARGS:-} \
     > "$out/bench_fwd.log" 2>&1
-  summary+=("bench:       rc=$? (table below, JSON in bench_fwd.json)")
+  rc=$?
+  [ $rc -eq 0 ] || failed=1
+  summary+=("bench:       rc=$rc (table below, JSON in bench_fwd.json)")
 fi
 echo "== summary ($(head -2 "$out/device.txt" | tail -1))"
 printf '%s\n' "${summary[@]}"
-[ -f "$out/bench_fwd.log" ] && sed -n '/^dtype/,$p' "$out/bench_fwd.log"
-exit 0
+[ -f "$out/bench_fwd.log" ] && sed -n '/^TFLOPS/,$p' "$out/bench_fwd.log"
+exit $failed

@@ -17,7 +17,11 @@ extern "C" {
  *   scheduler: 0 auto, 1 one CTA per tile, 2 persistent; pingpong: 0 auto, 1 off, 2 on
  *   stream: a cudaStream_t or NULL
  *   err / err_len: buffer for the error message (may be NULL)
- * Returns 0 on success, else the fmha::StatusCode value, with the message in err. */
+ * Pointers: device-accessible; q, k, v, o 16-byte aligned, lse and cu_seqlens 4-byte aligned; O must not overlap
+ *   Q, K or V. head_dim a multiple of 8 up to 128; heads_q a multiple of heads_kv.
+ * Returns 0 on success, else a fmha::StatusCode value with the message in err:
+ *   1 invalid argument, 2 not supported (dtype, head dim, device), 3 kernel not built, 4 CUDA error, 5 internal.
+ * The call is asynchronous on `stream`: errors raised while the kernel runs surface on that stream. */
 int fmha_fwd_contiguous(int dtype, int batch, int heads_q, int heads_kv, int head_dim, int seqlen_q, int seqlen_k,
                         const int* cu_seqlens_q, const int* cu_seqlens_k, int total_q, int total_k, const void* q,
                         const void* k, const void* v, void* o, float* lse, int mask, int causal_align,

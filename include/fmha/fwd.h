@@ -35,7 +35,14 @@ enum class Toggle { kAuto, kOff, kOn };
 ///  * LSE (optional, fp32, natural log of Σ exp(scale·s)): dense [batch][heads_q][seqlen_q]; varlen [heads_q][total_q].
 ///    A query row that sees no key gets O = 0 and LSE = −inf.
 ///  * GQA/MQA: query head h uses K/V head h / (heads_q / heads_kv).
-/// Alignment: q, k, v, o 16-byte aligned; every row, head and batch stride a multiple of 8 elements (16 bytes).
+/// Alignment: q, k, v, o 16-byte aligned; every row, head and batch stride a positive multiple of 8 elements
+/// (16 bytes) below 2^39 elements (a head or batch stride may be 0 where that mode has one entry); lse and
+/// cu_seqlens 4-byte aligned. All pointers device-accessible. O must not overlap itself (checked) nor Q, K, V
+/// (the caller's responsibility).
+/// Caller contract that cannot be checked without reading device memory: in varlen mode cu[batch] ≤ total_q /
+/// total_k and every entry's length ≤ seqlen_q / seqlen_k; otherwise rows past the grid are not computed and rows
+/// past total_q may be written (undefined behaviour).
+/// Errors raised while the kernel runs (after fwd returned) surface on `stream`, as for any CUDA launch.
 /// Dtypes: fp16 or bf16 for Q, K, V and O (O in the input type); fp32 accumulation.
 /// Head dim: any multiple of 8 up to 128; 32, 64 and 128 have their own tiles, others run on the next larger one.
 struct FwdParams {
@@ -67,14 +74,15 @@ struct FwdParams {
   float softmax_scale = 0.f;  ///< 0 means 1/sqrt(head_dim)
 
   TileScheduler scheduler = TileScheduler::kAuto;
-  int sm_count = 0;           ///< SMs used by the persistent scheduler; 0 = all of the current device's
+  int sm_count = 0;           ///< SMs used by the persistent scheduler; 0 or more than the device has = all
   /// Inter-warpgroup ping-pong (the two consumer warpgroups alternate their GEMMs so that one's softmax overlaps
   /// the other's tensor-core work; FlashAttention-3 §3.1). kAuto lets the library choose per problem.
   Toggle pingpong = Toggle::kAuto;
 };
 
 /// Fills the strides of `p` for contiguous dense BSHD tensors (or packed varlen tensors when cu_seqlens_q is set),
-/// from batch, heads and head_dim. Strides already set are overwritten.
+/// from heads_q, heads_kv, head_dim, seqlen_q, seqlen_k and cu_seqlens_q: set those first. Strides already set are
+/// overwritten.
 void set_contiguous_strides(FwdParams& p);
 
 /// Checks `p` without launching anything. Returns kInvalidArgument naming the first bad argument with the expected

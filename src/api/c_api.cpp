@@ -5,7 +5,7 @@
 
 #include "fmha/fwd.h"
 
-extern "C" int fmha_fwd_contiguous(int dtype, int batch, int heads_q, int heads_kv, int head_dim, int seqlen_q,
+static int fwd_contiguous_impl(int dtype, int batch, int heads_q, int heads_kv, int head_dim, int seqlen_q,
                                    int seqlen_k, const int* cu_seqlens_q, const int* cu_seqlens_k, int total_q,
                                    int total_k, const void* q, const void* k, const void* v, void* o, float* lse,
                                    int mask, int causal_align, float softmax_scale, int scheduler, int pingpong,
@@ -43,4 +43,22 @@ extern "C" int fmha_fwd_contiguous(int dtype, int batch, int heads_q, int heads_
     err[err_len - 1] = '\0';
   }
   return static_cast<int>(s.code());
+}
+
+extern "C" int fmha_fwd_contiguous(int dtype, int batch, int heads_q, int heads_kv, int head_dim, int seqlen_q,
+                                   int seqlen_k, const int* cu_seqlens_q, const int* cu_seqlens_k, int total_q,
+                                   int total_k, const void* q, const void* k, const void* v, void* o, float* lse,
+                                   int mask, int causal_align, float softmax_scale, int scheduler, int pingpong,
+                                   void* stream, char* err, int err_len) {
+  try {  // no C++ exception (std::bad_alloc from a message string) may cross the C boundary
+    return fwd_contiguous_impl(dtype, batch, heads_q, heads_kv, head_dim, seqlen_q, seqlen_k, cu_seqlens_q,
+                               cu_seqlens_k, total_q, total_k, q, k, v, o, lse, mask, causal_align, softmax_scale,
+                               scheduler, pingpong, stream, err, err_len);
+  } catch (...) {
+    if (err != nullptr && err_len > 0) {
+      std::strncpy(err, "internal error: exception in fmha_fwd_contiguous", size_t(err_len) - 1);
+      err[err_len - 1] = '\0';
+    }
+    return static_cast<int>(fmha::StatusCode::kInternalError);
+  }
 }

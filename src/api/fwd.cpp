@@ -1,9 +1,13 @@
 // Forward attention API: argument validation, defaults, kernel selection and dispatch (host only, g++).
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "api/registry.h"
 #include "kernels/fwd_tiles.h"
@@ -22,18 +26,58 @@ int fwd_tile(int head_dim) { return tiles::fwd_head_dim_tile(head_dim); }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-Status check_tensor(const char* name, const void* ptr, int64_t row, int64_t head, int64_t batch, bool varlen) {
+std::string low_hex(const void* p, unsigned mask) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%x", unsigned(reinterpret_cast<uintptr_t>(p) & mask));
+  return buf;
+}
+
+/// Largest stride TMA takes, in elements of 2 bytes (strides are < 2^40 bytes).
+constexpr int64_t kMaxStride = (int64_t(1) << 39) - 8;
+
+/// Pointer and strides of one [rows][heads][head_dim] tensor (batch stride ignored for varlen). Strides must be
+/// positive multiples of 8 elements (16 bytes) below 2^40 bytes; a head or batch stride may be 0 only where that
+/// mode has a single entry.
+Status check_tensor(const char* name, const void* ptr, int64_t row, int64_t head, int64_t batch, int heads,
+                    int batches, bool varlen) {
   const std::string n(name);
   if (ptr == nullptr) return bad(n, "a device pointer", "null");
-  if (!aligned16(ptr)) return bad(n, "a 16-byte aligned address", "an address ending in 0x" + [&] {
-                                      char buf[8];
-                                      std::snprintf(buf, sizeof buf, "%x", unsigned(reinterpret_cast<uintptr_t>(ptr) & 15u));
-                                      return std::string(buf);
-                                    }());
-  if (row <= 0 || row % 8 != 0) return bad(n + "_row_stride", "a positive multiple of 8 elements", str(row));
-  if (head < 0 || head % 8 != 0) return bad(n + "_head_stride", "a non-negative multiple of 8 elements", str(head));
-  if (!varlen && (batch < 0 || batch % 8 != 0))
-    return bad(n + "_batch_stride", "a non-negative multiple of 8 elements", str(batch));
+  if (!aligned16(ptr)) return bad(n, "a 16-byte aligned address", "an address ending in " + low_hex(ptr, 15u));
+  if (row <= 0 || row % 8 != 0 || row > kMaxStride)
+    return bad(n + "_row_stride", "a positive multiple of 8 elements below 2^39", str(row));
+  const int64_t head_min = heads > 1 ? 8 : 0;
+  if (head < head_min || head % 8 != 0 || head > kMaxStride)
+    return bad(n + "_head_stride", std::string(heads > 1 ? "a positive" : "a non-negative") +
+                                       " multiple of 8 elements below 2^39", str(head));
+  const int64_t batch_min = batches > 1 ? 8 : 0;
+  if (!varlen && (batch < batch_min || batch % 8 != 0 || batch > kMaxStride))
+    return bad(n + "_batch_stride", std::string(batches > 1 ? "a positive" : "a non-negative") +
+                                        " multiple of 8 elements below 2^39", str(batch));
+  return Status::ok();
+}
+
+/// O is written, so no two of its elements may share an address: with its modes (head dim: extent head_dim,
+/// stride 1), rows, heads and (dense) batch sorted by stride, each stride must be at least the previous stride
+/// times the previous extent. Modes of extent 1 do not matter.
+Status check_output_layout(const FwdParams& p, bool varlen) {
+  struct Mode {
+    const char* name;
+    int64_t extent, stride;
+  };
+  std::vector<Mode> modes = {{"o_row_stride", varlen ? p.total_q : p.seqlen_q, p.o_row_stride},
+                             {"o_head_stride", p.heads_q, p.o_head_stride}};
+  if (!varlen) modes.push_back({"o_batch_stride", p.batch, p.o_batch_stride});
+  std::vector<Mode> used = {{"head_dim", p.head_dim, 1}};
+  for (const Mode& m : modes)
+    if (m.extent > 1) used.push_back(m);
+  std::sort(used.begin(), used.end(), [](const Mode& a, const Mode& b) { return a.stride < b.stride; });
+  for (size_t i = 1; i < used.size(); ++i) {
+    const int64_t need = used[i - 1].stride * used[i - 1].extent;
+    if (used[i].stride < need)
+      return bad(used[i].name, std::string("≥ ") + str(need) + " (O's " + used[i - 1].name + " × extent " +
+                                   str(used[i - 1].extent) + "), so that no two elements of O overlap",
+                 str(used[i].stride));
+  }
   return Status::ok();
 }
 
@@ -73,8 +117,8 @@ Status fwd_validate(const FwdParams& p) {
     return bad("cu_seqlens_k", varlen ? "a device pointer (cu_seqlens_q is set)" : "null (cu_seqlens_q is null)",
                varlen ? "null" : "a pointer");
   if (varlen) {
-    if (p.total_q < 0) return bad("total_q", "≥ 0", str(p.total_q));
-    if (p.total_k < 0) return bad("total_k", "≥ 0", str(p.total_k));
+    if (p.total_q < 0 || p.total_q > kMaxLen) return bad("total_q", "in [0, " + str(kMaxLen) + "]", str(p.total_q));
+    if (p.total_k < 0 || p.total_k > kMaxLen) return bad("total_k", "in [0, " + str(kMaxLen) + "]", str(p.total_k));
   }
   if (int(p.mask) < 0 || int(p.mask) > int(MaskType::kCausal)) return bad("mask", "none, residual or causal", str(int(p.mask)));
   if (int(p.causal_align) < 0 || int(p.causal_align) > int(CausalAlign::kQEnd))
@@ -88,18 +132,22 @@ Status fwd_validate(const FwdParams& p) {
   const int block_m = tiles::fwd_block_m(fwd_tile(p.head_dim));
   const int64_t m_blocks = (int64_t(p.seqlen_q) + block_m - 1) / block_m;
   const int64_t work_tiles = m_blocks * p.batch * p.heads_q;
-  if (work_tiles > std::numeric_limits<int32_t>::max())
-    return bad("batch × heads_q × ceil(seqlen_q / " + str(block_m) + ")", "≤ 2^31 − 1 work tiles", str(work_tiles));
-  if (Status s = check_tensor("q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, varlen); !s) return s;
-  if (Status s = check_tensor("k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, varlen); !s) return s;
-  if (Status s = check_tensor("v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, varlen); !s) return s;
-  if (Status s = check_tensor("o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, varlen); !s) return s;
-  // O is written: rows and heads must not overlap (a necessary condition; the caller owns the rest of the layout).
-  if (p.o_row_stride < p.head_dim) return bad("o_row_stride", "≥ head_dim (" + str(p.head_dim) + ")", str(p.o_row_stride));
-  if (p.heads_q > 1 && p.o_head_stride < p.head_dim)
-    return bad("o_head_stride", "≥ head_dim (" + str(p.head_dim) + ") when heads_q > 1", str(p.o_head_stride));
+  if (work_tiles > (int64_t(1) << 30))  // the kernels step a 32-bit tile index by up to the grid size
+    return bad("batch × heads_q × ceil(seqlen_q / " + str(block_m) + ")", "≤ 2^30 work tiles", str(work_tiles));
+  const int batches = varlen ? 1 : p.batch;
+  if (Status s = check_tensor("q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.heads_q, batches, varlen); !s)
+    return s;
+  if (Status s = check_tensor("k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.heads_kv, batches, varlen); !s)
+    return s;
+  if (Status s = check_tensor("v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, batches, varlen); !s)
+    return s;
+  if (Status s = check_tensor("o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, batches, varlen); !s)
+    return s;
+  if (Status s = check_output_layout(p, varlen); !s) return s;
   if (p.lse != nullptr && (reinterpret_cast<uintptr_t>(p.lse) & 3u) != 0)
-    return bad("lse", "a 4-byte aligned address or null", "a misaligned address");
+    return bad("lse", "a 4-byte aligned address or null", "an address ending in " + low_hex(p.lse, 3u));
+  if (varlen && ((reinterpret_cast<uintptr_t>(p.cu_seqlens_q) & 3u) || (reinterpret_cast<uintptr_t>(p.cu_seqlens_k) & 3u)))
+    return bad("cu_seqlens_q / cu_seqlens_k", "4-byte aligned device int arrays", "a misaligned address");
   return Status::ok();
 }
 
@@ -138,15 +186,41 @@ std::vector<std::string> fwd_kernel_variants() {
   return out;
 }
 
+namespace {
+
+Status cuda_fail(const char* call, cudaError_t e) {
+  cudaGetLastError();  // leave no error behind
+  return Status(StatusCode::kCudaError, std::string(call) + ": " + cudaGetErrorString(e));
+}
+
+/// Every pointer the kernel dereferences must be device-accessible (device or managed memory, or host memory
+/// mapped for the device); a host pointer would fault inside the kernel and poison the CUDA context.
+Status check_device_pointer(const char* name, const void* ptr) {
+  if (ptr == nullptr) return Status::ok();
+  cudaPointerAttributes attr{};
+  if (cudaError_t e = cudaPointerGetAttributes(&attr, ptr); e != cudaSuccess) return cuda_fail("cudaPointerGetAttributes", e);
+  if (attr.type == cudaMemoryTypeUnregistered || attr.devicePointer == nullptr)
+    return bad(name, "device-accessible memory", "a host pointer");
+  return Status::ok();
+}
+
+}  // namespace
+
 Status fwd(const FwdParams& params, cudaStream_t stream) {
   if (Status s = fwd_validate(params); !s) return s;
-  int device = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
-    return Status(StatusCode::kCudaError, std::string("cudaGetDevice: ") + cudaGetErrorString(e));
-  int major = 0, sms = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  int device = 0, major = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_fail("cudaGetDevice", e);
+  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess)
+    return cuda_fail("cudaDeviceGetAttribute(compute capability)", e);
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
+    return cuda_fail("cudaDeviceGetAttribute(multiprocessor count)", e);
   if (major != 9) return Status::unsupported("device: expected compute capability 9.x (sm_90a), got " + str(major) + ".x");
+  const std::pair<const char*, const void*> pointers[] = {{"q", params.q}, {"k", params.k}, {"v", params.v},
+                                                          {"o", params.o}, {"lse", params.lse},
+                                                          {"cu_seqlens_q", params.cu_seqlens_q},
+                                                          {"cu_seqlens_k", params.cu_seqlens_k}};
+  for (const auto& [name, ptr] : pointers)
+    if (Status s = check_device_pointer(name, ptr); !s) return s;
 
   const int tile = fwd_tile(params.head_dim);
   const char* dtype = to_string(params.dtype);

@@ -100,8 +100,47 @@ std::string FwdOutcome::summary() const {
   }
   if (!checked) return "ran (not checked)";
   s << "O: " << o.message << " | LSE: " << lse.message;
-  if (!untouched) s << " | memory outside the valid rows of O was written";
+  if (!untouched) s << " | memory outside the valid rows of O or LSE was written";
+  if (!all_written) s << " | some valid elements of O or LSE were never written (still NaN)";
   return s.str();
+}
+
+FwdParams make_fwd_params(const FwdCase& c, const void* q, const void* k, const void* v, void* o, float* lse,
+                          const int* cu_q, const int* cu_k) {
+  const int B = c.batch, D = c.head_dim;
+  const int sq_max = c.seqlens_q.empty() ? 0 : *std::max_element(c.seqlens_q.begin(), c.seqlens_q.end());
+  const int sk_max = c.seqlens_k.empty() ? 0 : *std::max_element(c.seqlens_k.begin(), c.seqlens_k.end());
+  int64_t total_q = c.extra_rows, total_k = c.extra_rows;
+  for (int x : c.seqlens_q) total_q += x;
+  for (int x : c.seqlens_k) total_k += x;
+  const int64_t q_row = int64_t(c.heads_q) * D + c.row_pad, k_row = int64_t(c.heads_kv) * D + c.row_pad;
+  FwdParams p;
+  p.dtype = c.dtype;
+  p.batch = B;
+  p.heads_q = c.heads_q;
+  p.heads_kv = c.heads_kv;
+  p.head_dim = D;
+  p.seqlen_q = sq_max;
+  p.seqlen_k = sk_max;
+  if (c.varlen) {
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_k = cu_k;
+    p.total_q = int(std::min<int64_t>(total_q, INT32_MAX));
+    p.total_k = int(std::min<int64_t>(total_k, INT32_MAX));
+  }
+  p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse;
+  p.q_row_stride = p.o_row_stride = q_row;
+  p.k_row_stride = p.v_row_stride = k_row;
+  p.q_head_stride = p.o_head_stride = p.k_head_stride = p.v_head_stride = D;
+  p.q_batch_stride = p.o_batch_stride = c.varlen ? 0 : int64_t(sq_max) * q_row;
+  p.k_batch_stride = p.v_batch_stride = c.varlen ? 0 : int64_t(sk_max) * k_row;
+  p.mask = c.mask;
+  p.causal_align = c.align;
+  p.softmax_scale = c.scale;
+  p.scheduler = c.scheduler;
+  p.pingpong = c.pingpong;
+  p.sm_count = c.sm_count;
+  return p;
 }
 
 FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
@@ -170,33 +209,8 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
     if (e != cudaSuccess) return out.status = Status(StatusCode::kCudaError, std::string("harness setup: ") + cudaGetErrorString(e)), out;
   }
 
-  FwdParams p;
-  p.dtype = c.dtype;
-  p.batch = B;
-  p.heads_q = H;
-  p.heads_kv = HK;
-  p.head_dim = D;
-  p.seqlen_q = sq_max;
-  p.seqlen_k = sk_max;
-  if (c.varlen) {
-    p.cu_seqlens_q = static_cast<const int*>(dcuq.p);
-    p.cu_seqlens_k = static_cast<const int*>(dcuk.p);
-    p.total_q = rows_q;
-    p.total_k = rows_k;
-  }
-  p.q = dq.p, p.k = dk.p, p.v = dv.p, p.o = dO.p;
-  p.lse = static_cast<float*>(dlse.p);
-  p.q_row_stride = p.o_row_stride = q.row_stride();
-  p.k_row_stride = p.v_row_stride = k.row_stride();
-  p.q_head_stride = p.o_head_stride = p.k_head_stride = p.v_head_stride = D;
-  p.q_batch_stride = p.o_batch_stride = c.varlen ? 0 : int64_t(sq_max) * q.row_stride();
-  p.k_batch_stride = p.v_batch_stride = c.varlen ? 0 : int64_t(sk_max) * k.row_stride();
-  p.mask = c.mask;
-  p.causal_align = c.align;
-  p.softmax_scale = c.scale;
-  p.scheduler = c.scheduler;
-  p.pingpong = c.pingpong;
-  p.sm_count = c.sm_count;
+  FwdParams p = make_fwd_params(c, dq.p, dk.p, dv.p, dO.p, static_cast<float*>(dlse.p),
+                                static_cast<const int*>(dcuq.p), static_cast<const int*>(dcuk.p));
   out.status = fwd(p, stream);
   if (!out.status) return out;
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
@@ -204,7 +218,9 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
 
   out.o_bits.resize(o.data.size());
   out.lse_all.resize(lse_n);
-  cudaMemcpy(out.o_bits.data(), dO.p, out.o_bits.size() * 2, cudaMemcpyDeviceToHost);
+  cudaError_t e_o = cudaMemcpy(out.o_bits.data(), dO.p, out.o_bits.size() * 2, cudaMemcpyDeviceToHost);
+  if (e_o != cudaSuccess)
+    return out.status = Status(StatusCode::kCudaError, std::string("download O: ") + cudaGetErrorString(e_o)), out;
   if (cudaError_t e = cudaMemcpy(out.lse_all.data(), dlse.p, lse_n * 4, cudaMemcpyDeviceToHost); e != cudaSuccess)
     return out.status = Status(StatusCode::kCudaError, std::string("download: ") + cudaGetErrorString(e)), out;
   if (c.iterations > 0) {
@@ -314,11 +330,25 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
   const ref::FixedThresholds th = ref::seed_thresholds(c.dtype, false);
   out.o_fixed = ref::compare_fixed(got_o.data(), ref_o_kernel.data(), int64_t(got_o.size()), th.max, th.mean);
   out.lse_fixed = ref::compare_fixed(got_lse.data(), ref_lse.data(), int64_t(got_lse.size()), th.max, th.mean);
-  for (size_t i = 0; i < written.size(); ++i)
-    if (!written[i] && out.o_bits[i] != kNaNBits) {
-      out.untouched = false;
-      break;
+  // Outside the valid rows/columns O keeps its poison; inside, every element and every LSE entry was written
+  // (no input here is NaN, so a NaN output means an element the kernel skipped).
+  for (size_t i = 0; i < written.size() && out.untouched; ++i)
+    if (!written[i] && out.o_bits[i] != kNaNBits) out.untouched = false;
+  for (size_t i = 0; i < written.size() && out.all_written; ++i)
+    if (written[i] && out.o_bits[i] == kNaNBits) out.all_written = false;
+  for (int h = 0; h < H; ++h) {
+    if (c.varlen) {
+      for (int r = 0; r < rows_q; ++r) {
+        const float x = out.lse_all[size_t(h) * rows_q + r];
+        if (r >= cu_q[B] && !std::isnan(x)) out.untouched = false;  // LSE rows past the last entry
+        if (r < cu_q[B] && std::isnan(x)) out.all_written = false;
+      }
+    } else {
+      for (int b = 0; b < B; ++b)
+        for (int i = 0; i < sq_max; ++i)
+          if (std::isnan(out.lse_all[(size_t(b) * H + h) * sq_max + i])) out.all_written = false;
     }
+  }
   return out;
 }
 

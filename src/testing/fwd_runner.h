@@ -53,12 +53,19 @@ struct FwdOutcome {
   ref::CompareResult o_fixed;    ///< O against the kernel-rounding reference, seed thresholds (spec §6)
   ref::CompareResult lse_fixed;  ///< LSE against the exact reference, seed thresholds
   std::vector<double> times_ms;  ///< one per timed iteration
-  bool untouched = true;         ///< memory outside the valid rows/columns of O still holds the NaN poison
+  bool untouched = true;         ///< memory outside the valid rows/columns of O and LSE still holds the NaN poison
+  bool all_written = true;       ///< every valid element of O and LSE was overwritten (no poison left)
   std::vector<uint16_t> o_bits;  ///< the whole O buffer as returned (for determinism checks)
   std::vector<float> lse_all;    ///< the whole LSE buffer as returned
-  bool ok() const { return status.is_ok() && (!checked || (o.ok && lse.ok && untouched)); }
+  bool ok() const { return status.is_ok() && (!checked || (o.ok && lse.ok && untouched && all_written)); }
   std::string summary() const;
 };
+
+/// The FwdParams that run_fwd_case launches for `c`, on the given buffers (cu_q / cu_k are used only for varlen
+/// cases). Buffers hold rows × (heads · head_dim + row_pad) elements, rows = Σ lengths + extra_rows (varlen) or
+/// batch × max length (dense); LSE is [batch][heads][max Sq] (dense) or [heads][rows] (varlen).
+FwdParams make_fwd_params(const FwdCase& c, const void* q, const void* k, const void* v, void* o, float* lse,
+                          const int* cu_q, const int* cu_k);
 
 /// Builds the inputs of `c` on the current device, runs fmha::fwd on `stream`, and checks when `check` is true.
 FwdOutcome run_fwd_case(const FwdCase& c, bool check = true, cudaStream_t stream = nullptr);

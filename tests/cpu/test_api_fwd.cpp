@@ -67,11 +67,19 @@ TEST(ApiFwd, MessagesNameArgumentExpectedAndActual) {
   p = valid(), p.v = g_buf + 4;
   expect_invalid(p, "v: expected a 16-byte aligned address, got an address ending in 0x4");
   p = valid(), p.k_row_stride = 260;
-  expect_invalid(p, "k_row_stride: expected a positive multiple of 8 elements, got 260");
+  expect_invalid(p, "k_row_stride: expected a positive multiple of 8 elements below 2^39, got 260");
   p = valid(), p.q_batch_stride = -8;
-  expect_invalid(p, "q_batch_stride: expected a non-negative multiple of 8 elements, got -8");
-  p = valid(), p.o_head_stride = 0;
-  expect_invalid(p, "o_head_stride: expected ≥ head_dim (128) when heads_q > 1, got 0");
+  expect_invalid(p, "q_batch_stride: expected a positive multiple of 8 elements below 2^39, got -8");
+  p = valid(), p.k_batch_stride = int64_t(1) << 45;  // TMA strides must stay below 2^40 bytes
+  expect_invalid(p, "k_batch_stride: expected a positive multiple of 8 elements below 2^39, got 35184372088832");
+  p = valid(), p.v_head_stride = 0;  // heads_kv = 2: a zero stride would alias them
+  expect_invalid(p, "v_head_stride: expected a positive multiple of 8 elements below 2^39, got 0");
+  p = valid(), p.heads_q = p.heads_kv = 1;
+  fmha::set_contiguous_strides(p);
+  p.q_head_stride = p.k_head_stride = p.v_head_stride = p.o_head_stride = 0;  // one head: the stride is unused
+  EXPECT_TRUE(fmha::fwd_validate(p).is_ok()) << fmha::fwd_validate(p).message();
+  p = valid(), p.lse = reinterpret_cast<float*>(g_buf + 2);
+  expect_invalid(p, "lse: expected a 4-byte aligned address or null, got an address ending in 0x2");
   p = valid(), p.softmax_scale = -1.f;
   expect_invalid(p, "softmax_scale: expected a finite value ≥ 0");
   p = valid(), p.sm_count = -2;
@@ -82,7 +90,30 @@ TEST(ApiFwd, MessagesNameArgumentExpectedAndActual) {
   expect_invalid(p, "pingpong: expected auto, off or on, got -1");
   p = valid(), p.batch = 70000, p.heads_q = 70000, p.heads_kv = 1;
   fmha::set_contiguous_strides(p);
-  expect_invalid(p, "batch × heads_q × ceil(seqlen_q / 128): expected ≤ 2^31 − 1 work tiles");
+  expect_invalid(p, "batch × heads_q × ceil(seqlen_q / 128): expected ≤ 2^30 work tiles");
+  p = valid(), p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(g_buf), p.total_q = -1;
+  expect_invalid(p, "total_q: expected in [0, 2147482623], got -1");
+  p = valid(), p.seqlen_q = 2147483000;
+  expect_invalid(p, "seqlen_q: expected ≤ 2147482623, got 2147483000");
+}
+
+TEST(ApiFwd, OutputLayoutMustNotOverlap) {
+  fmha::FwdParams p = valid();
+  p.o_batch_stride = 0;  // both entries would write one region
+  expect_invalid(p, "o_batch_stride: expected a positive multiple of 8 elements below 2^39, got 0");
+  p.o_batch_stride = 8;  // entries shifted by 8 elements overlap
+  expect_invalid(p, "o_batch_stride: expected ≥ 128 (O's head_dim × extent 128), so that no two elements of O overlap, got 8");
+  p = valid(), p.o_row_stride = p.o_head_stride = 128;  // rows land on the next head
+  expect_invalid(p, "o_head_stride: expected ≥ 524288 (O's o_row_stride × extent 4096)");
+  p = valid(), p.o_head_stride = 64;  // heads overlap within a row
+  expect_invalid(p, "o_head_stride: expected ≥ 128 (O's head_dim × extent 128)");
+  // BHSD (heads outside rows) and padded rows are fine.
+  p = valid();
+  p.o_row_stride = 128, p.o_head_stride = int64_t(4096) * 128, p.o_batch_stride = int64_t(8) * 4096 * 128;
+  EXPECT_TRUE(fmha::fwd_validate(p).is_ok()) << fmha::fwd_validate(p).message();
+  p = valid();
+  p.o_row_stride += 64, p.o_batch_stride = int64_t(4096) * p.o_row_stride;
+  EXPECT_TRUE(fmha::fwd_validate(p).is_ok()) << fmha::fwd_validate(p).message();
 }
 
 TEST(ApiFwd, ScheduleHeuristics) {

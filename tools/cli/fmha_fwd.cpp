@@ -15,32 +15,12 @@ namespace {
 
 fmha::DType parse_dtype(const std::string& s) { return s == "fp16" ? fmha::DType::kFP16 : fmha::DType::kBF16; }
 
-/// Parameters shaped like the run's problem (placeholder aligned pointers), for fmha::fwd_kernel_name.
-fmha::FwdParams probe_params(const fmha::testing::FwdCase& c, const FwdProblemArgs& a) {
-  alignas(16) static char dummy[16];
-  fmha::FwdParams p;
-  p.dtype = c.dtype, p.batch = a.b, p.heads_q = a.h, p.heads_kv = a.h_k, p.head_dim = a.d;
-  p.seqlen_q = a.max_seqlen_q(), p.seqlen_k = a.max_seqlen_k();
-  p.cu_seqlens_q = a.varlen ? reinterpret_cast<const int*>(dummy) : nullptr;
-  p.cu_seqlens_k = p.cu_seqlens_q;
-  p.total_q = int(a.total_q()), p.total_k = int(a.total_k());
-  p.q = p.k = p.v = dummy;
-  p.o = dummy;
-  fmha::set_contiguous_strides(p);
-  p.mask = a.mask, p.causal_align = a.align, p.scheduler = c.scheduler, p.pingpong = c.pingpong;
-  return p;
-}
-
-void run_fwd(const ParsedOptions& o, Reporter& rep) {
-  if (o.flag("list-kernels")) {
-    for (const std::string& k : fmha::fwd_kernel_variants()) std::printf("%s\n", k.c_str());
-    return;
-  }
+/// The case of one run: the derived problem (spec §2.1) plus this tool's options. Throws std::runtime_error with
+/// the derivation's message when the problem is inconsistent.
+fmha::testing::FwdCase case_from(const ParsedOptions& o, FwdProblemArgs* args_out) {
   FwdProblemResult pr = derive_fwd_problem(problem_input_from(o), ProblemDefaults::forward());
   if (!pr.ok()) throw std::runtime_error(pr.error);
   const FwdProblemArgs& a = pr.args;
-  for (const auto& w : a.warnings) rep.warn(w);
-
   fmha::testing::FwdCase c;
   c.dtype = parse_dtype(o.get_string("dtype"));
   c.batch = a.b, c.heads_q = a.h, c.heads_kv = a.h_k, c.head_dim = a.d;
@@ -54,6 +34,38 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
   c.pingpong = pp == "on" ? fmha::Toggle::kOn : pp == "off" ? fmha::Toggle::kOff : fmha::Toggle::kAuto;
   c.sm_count = o.get_int("sm-count");
   c.scale = float(o.get_float("scale"));
+  if (args_out) *args_out = a;
+  return c;
+}
+
+/// The library's parameters for a case, on placeholder (aligned, never dereferenced) buffers: for validation
+/// and the kernel name without a GPU.
+fmha::FwdParams probe_params(const fmha::testing::FwdCase& c) {
+  alignas(16) static char dummy[16];
+  const int* cu = c.varlen ? reinterpret_cast<const int*>(dummy) : nullptr;
+  return fmha::testing::make_fwd_params(c, dummy, dummy, dummy, dummy, nullptr, cu, cu);
+}
+
+/// ToolSpec::check: the problem derivation and the library's validation, before any GPU work.
+std::string check_fwd(const ParsedOptions& o) {
+  if (o.flag("list-kernels")) return "";
+  try {
+    const fmha::Status s = fmha::fwd_validate(probe_params(case_from(o, nullptr)));
+    if (s.code() == fmha::StatusCode::kInvalidArgument) return s.message();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";  // unsupported (head dim, dtype) is reported per run as [NSUP]
+}
+
+void run_fwd(const ParsedOptions& o, Reporter& rep) {
+  if (o.flag("list-kernels")) {
+    for (const std::string& k : fmha::fwd_kernel_variants()) std::printf("%s\n", k.c_str());
+    return;
+  }
+  FwdProblemArgs a;
+  fmha::testing::FwdCase c = case_from(o, &a);
+  for (const auto& w : a.warnings) rep.warn(w);
   c.warmup = o.get_int("warmup_iterations");
   c.iterations = o.get_int("iterations");
   c.ring_sets = o.get_int("tensor_ring_buffers");
@@ -76,7 +88,7 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
   }
 
   // The kernel's display name, as the library reports it for this problem.
-  const std::string name = fmha::fwd_kernel_name(probe_params(c, a));
+  const std::string name = fmha::fwd_kernel_name(probe_params(c));
   if (o.given("kernel-filter") && !std::regex_search(name, std::regex(o.get_string("kernel-filter")))) return;
 
   const bool verify = o.flag("verify");
@@ -85,7 +97,8 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
   rec.kernel = name;
   rec.problem = {{"dtype", fmha::to_string(c.dtype)}, {"b", a.b}, {"h", a.h}, {"h_k", a.h_k}, {"q", a.q}, {"k", a.k},
                  {"d", a.d}, {"varlen", a.varlen}, {"mask", fmha::to_string(a.mask)},
-                 {"causal_type", fmha::to_string(a.align)}, {"scheduler", sched}, {"pingpong", pp}};
+                 {"causal_type", fmha::to_string(a.align)}, {"scheduler", o.flag("persistent") ? "persistent" : o.get_string("scheduler")},
+                 {"pingpong", o.get_string("pingpong")}};
   if (!r.status.is_ok()) {
     rec.tag = r.status.code() == fmha::StatusCode::kNotSupported ? ResultTag::kNotSupported : ResultTag::kFail;
     rec.message = r.status.message();
@@ -109,9 +122,9 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
     const fmha::ref::FixedThresholds th = fmha::ref::seed_thresholds(c.dtype, false);
     rec.checks.push_back(TensorCheck{"O", co.max_abs, co.mean_abs, scaled ? 0.0 : th.max, scaled ? 0.0 : th.mean, co.ok});
     rec.checks.push_back(TensorCheck{"LSE", cl.max_abs, cl.mean_abs, scaled ? 0.0 : th.max, scaled ? 0.0 : th.mean, cl.ok});
-    const bool pass = co.ok && cl.ok && r.untouched;
+    const bool pass = co.ok && cl.ok && r.untouched && r.all_written;
     rec.tag = pass ? ResultTag::kOk : ResultTag::kFail;
-    if (!r.untouched) rec.message = "memory outside the valid rows of O was written";
+    if (!r.untouched || !r.all_written) rec.message = r.summary();
     if (!pass) std::cerr << "Reference check failed: " << r.summary() << "\n";
   } else {
     rec.tag = ResultTag::kUnverified;
@@ -140,5 +153,6 @@ int main(int argc, char** argv) {
   spec.name = "fmha_fwd";
   spec.options = &t;
   spec.run = run_fwd;
+  spec.check = check_fwd;
   return run_tool(argc, argv, spec);
 }

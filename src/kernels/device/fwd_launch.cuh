@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "api/launch.h"
@@ -12,8 +13,10 @@ namespace fmha::device {
 
 using namespace cute;
 
+/// ok, or kCudaError naming the call; clears the runtime's last-error slot so that no error is left behind.
 inline Status cuda_status(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return Status::ok();
+  cudaGetLastError();
   return Status(StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(err));
 }
 
@@ -23,10 +26,21 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   using Params = kernel::FwdKernelParams<Config>;
   const bool varlen = a.cu_seqlens_q != nullptr;
 
+  const int block_m = Config::kBlockM;
+  const int m_blocks = (a.seqlen_q + block_m - 1) / block_m;
+  const int num_tiles = m_blocks * a.batch * a.heads_q;  // ≤ 2^30, checked by fwd_validate
+  if (num_tiles == 0) return Status::ok();  // no query rows: nothing to compute or write
+
   // (rows, head dim, heads, batch) views of the caller's tensors. Varlen tensors are one packed "batch".
+  // TMA descriptors need every extent ≥ 1 and non-zero strides: a tensor with no rows (Sk = 0, or all varlen
+  // entries empty) gets a one-row view that is never loaded, and modes of extent 1 get a harmless stride.
   auto gmem = [&](const void* ptr, int rows, int heads, int64_t rs, int64_t hs, int64_t bs) {
-    auto shape = typename Config::GmemShape{rows, a.head_dim, heads, varlen ? 1 : a.batch};
-    auto stride = typename Config::GmemStride{rs, _1{}, hs, varlen ? rs * rows : bs};
+    rows = std::max(rows, 1);
+    const int batches = varlen ? 1 : a.batch;
+    if (heads == 1 && hs == 0) hs = rs * rows;
+    if (batches == 1) bs = rs * rows;
+    auto shape = typename Config::GmemShape{rows, a.head_dim, heads, batches};
+    auto stride = typename Config::GmemStride{rs, _1{}, hs, bs};
     return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_layout(shape, stride));
   };
   const int rows_q = varlen ? a.total_q : a.seqlen_q;
@@ -58,12 +72,11 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   p.head_dim = a.head_dim;
   p.seqlen_q = a.seqlen_q;
   p.seqlen_k = a.seqlen_k;
-  p.m_blocks = (a.seqlen_q + Config::kBlockM - 1) / Config::kBlockM;
-  p.num_tiles = p.m_blocks * a.batch * a.heads_q;
+  p.m_blocks = m_blocks;
+  p.num_tiles = num_tiles;
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
   p.causal_qend = a.causal_align == CausalAlign::kQEnd;
-  if (p.num_tiles == 0) return Status::ok();
 
   auto kernel = kernel::fwd_kernel<Config, Causal, PingPong>;
   constexpr int smem = Config::kSmemBytes;

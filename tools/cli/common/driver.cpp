@@ -66,6 +66,18 @@ int run_tool(const std::string& program, const std::vector<std::string>& args, c
     }
   }
 
+  // 3b: problem checks that need no GPU (shape derivation, the library's own validation): a bad problem is a
+  // usage error, reported before the GPU check so that it shows on any machine.
+  if (tool.check) {
+    for (const auto& p : parsed) {
+      const std::string why = tool.check(p);
+      if (!why.empty()) {
+        err << "Error: " << why << "\n";
+        return kExitUsage;
+      }
+    }
+  }
+
   // 4: no-GPU policy, checked once.
   bool any_gpu = false;
   for (const auto& p : parsed) {

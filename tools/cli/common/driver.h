@@ -5,6 +5,7 @@
 //   2. parse every run with the tool's OptionTable; the first bad argument prints "Error: <message>" and the
 //      process exits kExitUsage (2) before anything runs;
 //   3. --help (in any run): print the table's help to `out`, exit 0;
+//   3b. ToolSpec::check, when set, validates each run's problem (no GPU needed); a failure exits kExitUsage;
 //   4. if any run needs the GPU (ToolSpec::needs_gpu; by default every run except --list-kernels ones), apply the
 //      no-GPU policy: "no CUDA GPU: <reason>" and exit 77;
 //   5. for each run: Reporter::begin_run (repro args, --verbose), then ToolSpec::run; an exception escaping it is
@@ -32,6 +33,9 @@ struct ToolSpec {
   /// Does one expanded run: print its header, run its kernel variants and report each with reporter.report().
   /// Throw (CudaError, std::runtime_error, ...) to fail the run with that message.
   std::function<void(const ParsedOptions& options, Reporter& reporter)> run;
+  /// Optional problem check run for every run before the GPU check (no GPU needed): returns "" when the run's
+  /// problem is valid, else the message; any message ends the process with kExitUsage before anything runs.
+  std::function<std::string(const ParsedOptions& options)> check;
   /// Whether a run needs the GPU; default: true unless it has --list-kernels.
   std::function<bool(const ParsedOptions& options)> needs_gpu;
   /// Whether the --verbose line prints the time in microseconds ("t=<x> us", MLA decode) instead of ms.
