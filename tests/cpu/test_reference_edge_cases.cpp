@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu/test_util.h"
 #include "reference/attention.h"
 #include "reference/dtype.h"
 
@@ -17,15 +18,9 @@ namespace {
 using namespace fmha;
 using namespace fmha::ref;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-std::vector<float> random_vec(size_t n, std::mt19937& g) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(g);
-  return v;
-}
+using testutil::kNaN;
+using testutil::kNegInf;
+using testutil::random_vec;
 
 /// Direct softmax of query row q over keys [0, n) of a view (head hk); writes O and returns LSE.
 double naive(const float* q, ConstView k, ConstView v, int b, int hk, int n, int d, int dv, double scale,

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/test_util.h"
 #include "reference/attention.h"
 #include "reference/dtype.h"
 #include "reference/flops.h"
@@ -23,15 +24,9 @@ namespace {
 using namespace fmha;
 using namespace fmha::ref;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-std::vector<float> random_vec(size_t n, std::mt19937& g) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(g);
-  return v;
-}
+using testutil::kNaN;
+using testutil::kNegInf;
+using testutil::random_vec;
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
