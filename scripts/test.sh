@@ -5,7 +5,7 @@
 #   scripts/test.sh [BUILD_DIR]        (default BUILD_DIR: build)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${1:-$root/build}
+build=$(realpath -m "${1:-$root/build}")
 [ -f "$build/CTestTestfile.cmake" ] || { echo "test: no build in $build: run scripts/setup.sh first" >&2; exit 1; }
 cd "$build"
 ctest -L cpu --output-on-failure -j "$(nproc)"
