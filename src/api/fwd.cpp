@@ -36,22 +36,22 @@ std::string low_hex(const void* p, unsigned mask) {
 constexpr int64_t kMaxStride = (int64_t(1) << 39) - 8;
 
 /// Pointer and strides of one [rows][heads][head_dim] tensor (batch stride ignored for varlen). Strides must be
-/// positive multiples of 8 elements (16 bytes) below 2^40 bytes; a head or batch stride may be 0 only where that
-/// mode has a single entry.
+/// positive multiples of 8 elements (16 bytes) below 2^40 bytes; a head or batch stride may be 0 where that mode
+/// has a single entry or the tensor has no rows.
 Status check_tensor(const char* name, const void* ptr, int64_t row, int64_t head, int64_t batch, int heads,
-                    int batches, bool varlen) {
+                    int batches, int64_t rows, bool varlen) {
   const std::string n(name);
   if (ptr == nullptr) return bad(n, "a device pointer", "null");
   if (!aligned16(ptr)) return bad(n, "a 16-byte aligned address", "an address ending in " + low_hex(ptr, 15u));
   if (row <= 0 || row % 8 != 0 || row > kMaxStride)
     return bad(n + "_row_stride", "a positive multiple of 8 elements below 2^39", str(row));
-  const int64_t head_min = heads > 1 ? 8 : 0;
+  const int64_t head_min = heads > 1 && rows > 0 ? 8 : 0;
   if (head < head_min || head % 8 != 0 || head > kMaxStride)
-    return bad(n + "_head_stride", std::string(heads > 1 ? "a positive" : "a non-negative") +
+    return bad(n + "_head_stride", std::string(head_min > 0 ? "a positive" : "a non-negative") +
                                        " multiple of 8 elements below 2^39", str(head));
-  const int64_t batch_min = batches > 1 ? 8 : 0;
+  const int64_t batch_min = batches > 1 && rows > 0 ? 8 : 0;
   if (!varlen && (batch < batch_min || batch % 8 != 0 || batch > kMaxStride))
-    return bad(n + "_batch_stride", std::string(batches > 1 ? "a positive" : "a non-negative") +
+    return bad(n + "_batch_stride", std::string(batch_min > 0 ? "a positive" : "a non-negative") +
                                         " multiple of 8 elements below 2^39", str(batch));
   return Status::ok();
 }
@@ -64,6 +64,7 @@ Status check_output_layout(const FwdParams& p, bool varlen) {
     const char* name;
     int64_t extent, stride;
   };
+  if ((varlen ? p.total_q : p.seqlen_q) == 0) return Status::ok();  // no rows: nothing is written
   std::vector<Mode> modes = {{"o_row_stride", varlen ? p.total_q : p.seqlen_q, p.o_row_stride},
                              {"o_head_stride", p.heads_q, p.o_head_stride}};
   if (!varlen) modes.push_back({"o_batch_stride", p.batch, p.o_batch_stride});
@@ -135,13 +136,18 @@ Status fwd_validate(const FwdParams& p) {
   if (work_tiles > (int64_t(1) << 30))  // the kernels step a 32-bit tile index by up to the grid size
     return bad("batch × heads_q × ceil(seqlen_q / " + str(block_m) + ")", "≤ 2^30 work tiles", str(work_tiles));
   const int batches = varlen ? 1 : p.batch;
-  if (Status s = check_tensor("q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.heads_q, batches, varlen); !s)
+  const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
+  if (Status s = check_tensor("q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.heads_q, batches, rows_q,
+                              varlen); !s)
     return s;
-  if (Status s = check_tensor("k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.heads_kv, batches, varlen); !s)
+  if (Status s = check_tensor("k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.heads_kv, batches, rows_k,
+                              varlen); !s)
     return s;
-  if (Status s = check_tensor("v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, batches, varlen); !s)
+  if (Status s = check_tensor("v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, batches, rows_k,
+                              varlen); !s)
     return s;
-  if (Status s = check_tensor("o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, batches, varlen); !s)
+  if (Status s = check_tensor("o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, batches, rows_q,
+                              varlen); !s)
     return s;
   if (Status s = check_output_layout(p, varlen); !s) return s;
   if (p.lse != nullptr && (reinterpret_cast<uintptr_t>(p.lse) & 3u) != 0)

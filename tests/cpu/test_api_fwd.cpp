@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "fmha/c_api.h"
 #include "fmha/fwd.h"
@@ -114,6 +115,17 @@ TEST(ApiFwd, OutputLayoutMustNotOverlap) {
   p = valid();
   p.o_row_stride += 64, p.o_batch_stride = int64_t(4096) * p.o_row_stride;
   EXPECT_TRUE(fmha::fwd_validate(p).is_ok()) << fmha::fwd_validate(p).message();
+}
+
+TEST(ApiFwd, TensorsWithoutRowsAreValid) {
+  // Contiguous strides of an empty tensor are 0 in the batch mode; such problems are legal (nothing to do, or
+  // every row sees no key).
+  for (auto [sq, sk] : {std::pair<int, int>{0, 64}, {64, 0}, {0, 0}}) {
+    fmha::FwdParams p = valid();
+    p.seqlen_q = sq, p.seqlen_k = sk;
+    fmha::set_contiguous_strides(p);
+    EXPECT_TRUE(fmha::fwd_validate(p).is_ok()) << sq << "x" << sk << ": " << fmha::fwd_validate(p).message();
+  }
 }
 
 TEST(ApiFwd, ScheduleHeuristics) {

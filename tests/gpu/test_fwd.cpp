@@ -156,6 +156,17 @@ std::vector<Named> edge_cases() {
     n.c.row_pad = 8;
     v.push_back(n);
   }
+  // Tensors without rows: no query rows (nothing to do) and no keys (O = 0, LSE = −inf), dense and varlen.
+  v.push_back({"dense_sq0", dense(2, 4, 4, 0, 64, 64, MaskType::kNone)});
+  v.push_back({"dense_sk0", dense(2, 4, 4, 64, 0, 64, MaskType::kCausal, CausalAlign::kQEnd)});
+  v.push_back({"varlen_all_keys_empty", varlen(4, 2, 128, {5, 130}, {0, 0}, MaskType::kNone)});
+  // A persistent grid of 1 and 3 CTAs walking many tiles, including tiles of empty entries.
+  for (int sms : {1, 3}) {
+    Named n{"persistent_sm" + std::to_string(sms), varlen(4, 2, 64, {300, 0, 129, 1}, {200, 7, 0, 500}, MaskType::kCausal)};
+    n.c.scheduler = fmha::TileScheduler::kPersistent;
+    n.c.sm_count = sms;
+    v.push_back(n);
+  }
   // GQA with a ratio that is not a power of two, persistent scheduler.
   {
     Named g{"gqa_6_2_persistent", dense(3, 6, 2, 700, 900, 128, MaskType::kCausal, CausalAlign::kQEnd)};

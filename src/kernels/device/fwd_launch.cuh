@@ -35,8 +35,11 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   // TMA descriptors need every extent ≥ 1 and non-zero strides: a tensor with no rows (Sk = 0, or all varlen
   // entries empty) gets a one-row view that is never loaded, and modes of extent 1 get a harmless stride.
   auto gmem = [&](const void* ptr, int rows, int heads, int64_t rs, int64_t hs, int64_t bs) {
-    rows = std::max(rows, 1);
     const int batches = varlen ? 1 : a.batch;
+    if (rows == 0) {  // never loaded (every tile sees no key): any valid layout will do
+      rows = 1;
+      hs = bs = rs;
+    }
     if (heads == 1 && hs == 0) hs = rs * rows;
     if (batches == 1) bs = rs * rows;
     auto shape = typename Config::GmemShape{rows, a.head_dim, heads, batches};
