@@ -58,8 +58,9 @@ Status time_launches(const FwdCase& c, FwdParams p, std::vector<void*> set0, std
     for (int t = 0; t < 4; ++t) {
       DeviceBuf& b = extra[size_t(s - 1) * 4 + t];
       FMHA_TRY_CUDA(cudaMalloc(&b.p, std::max<size_t>(bytes[t], 1)));
-      FMHA_TRY_CUDA(cudaMemcpy(b.p, set0[t], bytes[t], cudaMemcpyDeviceToDevice));
+      FMHA_TRY_CUDA(cudaMemcpyAsync(b.p, set0[t], bytes[t], cudaMemcpyDeviceToDevice, stream));
     }
+  FMHA_TRY_CUDA(cudaStreamSynchronize(stream));
   auto select = [&](int it) {
     const int s = it % sets;
     auto ptr = [&](int t) { return s == 0 ? set0[t] : extra[size_t(s - 1) * 4 + t].p; };
@@ -76,13 +77,13 @@ Status time_launches(const FwdCase& c, FwdParams p, std::vector<void*> set0, std
   Status st;
   for (int it = 0; it < c.iterations && st.is_ok(); ++it) {
     select(it);
-    cudaEventRecord(start, stream);
-    st = fwd(p, stream);
-    cudaEventRecord(stop, stream);
-    if (cudaError_t e = cudaEventSynchronize(stop); e != cudaSuccess && st.is_ok())
-      st = Status(StatusCode::kCudaError, std::string("timed launch: ") + cudaGetErrorString(e));
+    cudaError_t e = cudaEventRecord(start, stream);
+    if (e == cudaSuccess) st = fwd(p, stream);
+    if (e == cudaSuccess) e = cudaEventRecord(stop, stream);
+    if (e == cudaSuccess) e = cudaEventSynchronize(stop);
     float ms = 0.f;
-    cudaEventElapsedTime(&ms, start, stop);
+    if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, start, stop);
+    if (e != cudaSuccess && st.is_ok()) st = Status(StatusCode::kCudaError, std::string("timed launch: ") + cudaGetErrorString(e));
     times.push_back(ms);
   }
   cudaEventDestroy(start);
