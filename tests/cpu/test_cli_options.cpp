@@ -428,3 +428,10 @@ TEST(CliOptions, ValueConverters) {
 
 }  // namespace
 }  // namespace fmha::cli
+
+TEST(CliOptions, DashHSuggestsHelpNotHeads) {
+  fmha::cli::OptionTable t("tool", "A tool.");
+  t.add_int("h", "Heads.");
+  const auto r = t.parse({"-h"});
+  EXPECT_NE(r.error.find("did you mean --help?"), std::string::npos) << r.error;
+}

@@ -612,7 +612,10 @@ ParseResult OptionTable::parse(const std::vector<std::string>& args) const {
   for (const std::string& arg : args) {
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0 || arg[2] == '=') {
       syntax_error = "unexpected argument " + quoted(arg) + ": options take the form --name=value or --flag";
-      if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') syntax_error += " (did you mean -" + arg + "?)";
+      if (arg == "-h" || arg == "-help" || arg == "-?")
+        syntax_error += " (did you mean --help?)";  // not --h (the heads option)
+      else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-')
+        syntax_error += " (did you mean -" + arg + "?)";
       break;
     }
     const size_t eq = arg.find('=');
