@@ -7,7 +7,7 @@
 #   scripts/gpu_check.sh [BUILD_DIR] [OUT_DIR] [STEPS]
 #
 # BUILD_DIR default build; OUT_DIR default gpu-results (logs and JSON land there);
-# STEPS: comma list of tests,cli,sanitizer,bench (default all). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
+# STEPS: comma list of tests,cli,sanitizer,bench,profile (default: all but profile). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
 # FMHA_GTEST_FILTER restricts the GoogleTest cases (default all).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -59,6 +59,20 @@ if [[ $steps == *,bench,* ]]; then
   rc=$?
   [ $rc -eq 0 ] || failed=1
   summary+=("bench:       rc=$rc (table below, JSON in bench_fwd.json)")
+fi
+if [[ $steps == *,profile,* ]]; then
+  # One forward launch (bf16, d 128, 8k, non-causal, the default schedule) under Nsight Compute: tensor-pipe and
+  # MUFU (exp2) utilisation, issue stalls. Clocks left alone (--clock-control none), as METHOD.md asks.
+  ncu --clock-control none --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 --set full \
+      --export "$out/fwd_d128_8k" --force-overwrite \
+      "$build/bin/fmha_fwd" --dtype=bf16 --b=2 --h=16 --q=8192 --k=8192 --d=128 --iterations=1 \
+      --warmup_iterations=1 > "$out/profile.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || failed=1
+  ncu --import "$out/fwd_d128_8k.ncu-rep" --page details --csv > "$out/profile_details.csv" 2>/dev/null
+  summary+=("profile:     rc=$rc (fwd_d128_8k.ncu-rep, profile_details.csv)")
+  grep -E '"(SM Busy|Issue Slots Busy|Compute \(SM\) Throughput|Memory Throughput|Registers Per Thread|Achieved Occupancy)"' \
+    "$out/profile_details.csv" | cut -d, -f13- | head -12
 fi
 echo "== summary ($(head -2 "$out/device.txt" | tail -1))"
 printf '%s\n' "${summary[@]}"
