@@ -108,4 +108,9 @@ AttentionFixture load_attention_fixture(const std::string& path) {
   return f;
 }
 
+const AttentionFixture& minilm_l6_fixture(const std::string& data_dir) {
+  static const AttentionFixture f = load_attention_fixture(data_dir + "/minilm_l6_attention.bin");
+  return f;
+}
+
 }  // namespace fmha::testing

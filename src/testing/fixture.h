@@ -59,4 +59,8 @@ int64_t attention_fixture_bytes(int layers, int heads, int head_dim, const std::
 /// exactly (truncated file or trailing bytes), or a value is not finite.
 AttentionFixture load_attention_fixture(const std::string& path);
 
+/// The MiniLM-L6 fixture, `<data_dir>/minilm_l6_attention.bin`, loaded once per process and kept (the first
+/// data_dir given wins). Throws as load_attention_fixture does.
+const AttentionFixture& minilm_l6_fixture(const std::string& data_dir);
+
 }  // namespace fmha::testing

@@ -34,10 +34,7 @@ using fmha::testing::load_attention_fixture;
 
 const std::string kPath = std::string(FMHA_TEST_DATA_DIR) + "/minilm_l6_attention.bin";
 
-const AttentionFixture& fixture() {
-  static const AttentionFixture f = load_attention_fixture(kPath);
-  return f;
-}
+const AttentionFixture& fixture() { return fmha::testing::minilm_l6_fixture(FMHA_TEST_DATA_DIR); }
 
 struct RefOptions {
   double scale = 0.0;  // 0: the fixture's

@@ -67,24 +67,18 @@ struct Tensor {
   float& at(int b, int i, int h, int d) { return data[offset(b, i, h, d)]; }
   float at(int b, int i, int h, int d) const { return data[offset(b, i, h, d)]; }
 
-  MutView mut() {
-    MutView v;
-    v.data = data.data();
+  template <typename T>
+  static fmha::ref::View<T> make_view(T* ptr, int64_t sb, int64_t sr, int64_t sh, const int* cu) {
+    fmha::ref::View<T> v;
+    v.data = ptr;
     v.stride_batch = sb;
     v.stride_row = sr;
     v.stride_head = sh;
-    v.cu_seqlens = packed ? cu.data() : nullptr;
+    v.cu_seqlens = cu;
     return v;
   }
-  ConstView view() const {
-    ConstView v;
-    v.data = data.data();
-    v.stride_batch = sb;
-    v.stride_row = sr;
-    v.stride_head = sh;
-    v.cu_seqlens = packed ? cu.data() : nullptr;
-    return v;
-  }
+  MutView mut() { return make_view(data.data(), sb, sr, sh, packed ? cu.data() : nullptr); }
+  ConstView view() const { return make_view(data.data(), sb, sr, sh, packed ? cu.data() : nullptr); }
 
   /// Calls f(b, i, h, d) for every element inside the valid rows.
   template <class F>

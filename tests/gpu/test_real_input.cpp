@@ -30,11 +30,7 @@ using fmha::MaskType;
 using fmha::testing::AttentionFixture;
 using fmha::testing::FwdCase;
 
-const AttentionFixture& fixture() {
-  static const AttentionFixture f =
-      fmha::testing::load_attention_fixture(std::string(FMHA_TEST_DATA_DIR) + "/minilm_l6_attention.bin");
-  return f;
-}
+const AttentionFixture& fixture() { return fmha::testing::minilm_l6_fixture(FMHA_TEST_DATA_DIR); }
 
 /// The varlen case of one layer: all sentences in one batch, the fixture's values as inputs.
 FwdCase layer_case(const AttentionFixture& f, int layer, DType dtype) {
