@@ -312,6 +312,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, 1, K, stage)
   Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
   Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+  // P = softmax numerator in the input type, as the register A operand of O += P·V.
   Tensor tOrP = thr_pv.partition_fragment_A(
       make_tensor(make_smem_ptr(static_cast<Element*>(nullptr)), Layout<Shape<Int<kBlockM>, Int<kBlockN>>>{}));
   static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P fragment must mirror S accumulator");
@@ -370,19 +371,25 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       }
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < kRows; ++r) {
-        float m = S(r, 0);
+        // Four independent partial maxima and sums instead of one serial chain: the softmax of a block is on the
+        // critical path of the mainloop (docs/perf-log.md, v3), and a 32-step dependent chain costs its latency.
+        static_assert(kCols % 4 == 0, "row reductions use four partial results");
+        float part[4] = {S(r, 0), S(r, 1), S(r, 2), S(r, 3)};
         CUTLASS_PRAGMA_UNROLL
-        for (int c = 1; c < kCols; ++c) m = fmaxf(m, S(r, c));
+        for (int c = 4; c < kCols; ++c) part[c % 4] = fmaxf(part[c % 4], S(r, c));
+        float m = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
         m = quad_allreduce_max<4>(m);
         const float new_max = fmaxf(row_max[r], m);
         corr[r] = new_max == -INFINITY ? 1.f : exp2f((row_max[r] - new_max) * scale_log2);
         const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
-        float sum = 0.f;
+        CUTLASS_PRAGMA_UNROLL
+        for (int k = 0; k < 4; ++k) part[k] = 0.f;
         CUTLASS_PRAGMA_UNROLL
         for (int c = 0; c < kCols; ++c) {
           S(r, c) = exp2f(fmaf(S(r, c), scale_log2, -base));
-          sum += S(r, c);
+          part[c % 4] += S(r, c);
         }
+        const float sum = (part[0] + part[1]) + (part[2] + part[3]);
         row_sum[r] = row_sum[r] * corr[r] + sum;
         row_max[r] = new_max;
       }
@@ -403,6 +410,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       cutlass::arch::NamedBarrier::sync(128, wg_barrier);
     };
 
+    // Rescales O by the factor of the latest softmax block. Called between the issue of S = Q·Kᵀ and of O += P·V
+    // (FlashAttention-3's order): no wgmma in flight touches O there, and the multiplies overlap the Q·Kᵀ GEMM.
+    auto rescale_o = [&](float const (&corr)[kRows]) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < kRows; ++r)
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < size<1>(O); ++c) O(r, c) *= corr[r];
+    };
+
     if (n_blocks > 0) {
       pipe_q.consumer_wait(q_state);
       int n = n_blocks - 1;
@@ -415,28 +431,34 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       ++k_state;
       float corr[kRows];
       softmax_block(n, true, corr);
+      convert_p();
       for (; n > 0; --n) {
-        convert_p();
+        // S = Q·K(n-1)ᵀ and O += P(n)·V(n) in flight together; the softmax of block n-1 runs meanwhile.
         pipe_k.consumer_wait(k_state);
         pipe_v.consumer_wait(v_state);
         zero_v_tail(n, v_state.index());
         turn_wait();
         wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
+        rescale_o(corr);
         wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
         turn_pass();
         warpgroup_wait<1>();
         pipe_k.consumer_release(k_state);
         ++k_state;
         softmax_block(n - 1, walk.needs_mask(n - 1), corr);
+        // ptxas issues a wgmma wait as early as its basic block allows, so a wait after the softmax in the same
+        // block runs before it and serialises softmax and P·V. A never-taken branch (it also keeps P live, so that
+        // no softmax temporary takes one of P's registers while the P·V reads them) closes the block first.
+        if (row_sum[0] < 0.f) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
+        }
         warpgroup_wait<0>();
         pipe_v.consumer_release(v_state);
         ++v_state;
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r)
-          CUTLASS_PRAGMA_UNROLL
-          for (int c = 0; c < size<1>(O); ++c) O(r, c) *= corr[r];
+        convert_p();
       }
-      convert_p();
+      rescale_o(corr);
       pipe_v.consumer_wait(v_state);
       zero_v_tail(0, v_state.index());
       turn_wait();
