@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """Forward attention benchmark: fmha against PyTorch SDPA (cuDNN and FlashAttention-2 backends), side by side.
 
-One process, the same inputs for every backend, CUDA-event timing: the backends take turns loop by loop (so
-thermal and clock drift hits all alike), and each reports the median over its loops after a warm-up.
+One process, the same inputs for every backend, CUDA-event timing: the backends take turns loop by loop in a new
+random order every round (so thermal and clock drift, and the clock left by the previous backend, hit all alike),
+each loop lasts about 20 ms, and each backend reports the median over its loops after a warm-up.
 Shapes follow shared/perf/h200-anchors.md: total tokens 16k (batch = 16384 / seqlen), heads = 2048 / d, dense BSHD.
 FLOPs = 4 · batch · heads · seqlen² · d, halved for causal (docs/numerics.md). Each fmha output is also compared
 with cuDNN's (max abs difference, reported as `err`).
 
 Usage: python3 bench/bench_fwd.py --lib build/lib/libfmha_c.so [--json out.json] [--dtypes bf16,fp16]
        [--dims 64,128] [--seqlens 512,1024,2048,4096,8192,16384] [--causal 0,1] [--reps 15]
-`fmha` is the library's default schedule; --variants also times every explicit (scheduler, ping-pong) choice.
+`fmha` is the library's default schedule; --variants also times every explicit (scheduler, ping-pong) choice;
+--alt NAME=PATH (repeatable) also times another build of libfmha_c.so (an A/B of a kernel change) with its default
+schedule, interleaved with the rest and checked against cuDNN the same way.
 """
 import argparse
 import ctypes
 import json
+import random
 import statistics
 import sys
 
@@ -31,29 +35,42 @@ def load_fmha(path):
     return f
 
 
-def time_interleaved(fns, reps, inner):
+def time_interleaved(fns, reps, loop_ms):
     """Median ms per call of each fn in `fns` (name -> callable). The backends take turns: every round times one
-    loop of `inner` back-to-back calls of each (one CUDA-event pair per loop), so clock and temperature drift
-    during a long sweep falls on all of them alike. A backend that raises during warm-up is left out (its
-    error is returned instead)."""
-    times, errors = {}, {}
+    loop of back-to-back calls of each (one CUDA-event pair per loop), so clock and temperature drift during a
+    long sweep falls on all of them alike, and the order is shuffled every round. Each backend's loop holds enough calls to last about `loop_ms` (from
+    its warm-up time), so that short kernels are not timed in bursts of a few microseconds while the card's clock
+    settles. A backend that raises during warm-up is left out (its error is returned instead)."""
+    times, errors, inner = {}, {}, {}
     for name, fn in fns.items():
         try:
             for _ in range(3):
                 fn()
-            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(3):
+                fn()
+            end.record()
+            end.synchronize()
+            inner[name] = max(1, round(loop_ms / max(start.elapsed_time(end) / 3, 1e-3)))
             times[name] = []
         except RuntimeError as e:  # a backend that does not take this shape
             errors[name] = str(e).splitlines()[0]
+    names = list(times)
+    order = random.Random(1234)
     for _ in range(reps):
-        for name in times:
+        # A fresh random order every round: a backend timed right after a slow, low-power one finds the card's
+        # clock higher (3-6 % measured on the H200 for the backend that always followed FlashAttention-2), so no
+        # backend may keep the same predecessor. Rotating the order is not enough: it keeps every predecessor.
+        order.shuffle(names)
+        for name in names:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            for _ in range(inner):
+            for _ in range(inner[name]):
                 fns[name]()
             end.record()
             end.synchronize()
-            times[name].append(start.elapsed_time(end) / inner)
+            times[name].append(start.elapsed_time(end) / inner[name])
     return {n: statistics.median(t) for n, t in times.items()}, errors
 
 
@@ -67,11 +84,20 @@ def main():
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--total", type=int, default=16384)
+    ap.add_argument("--loop-ms", type=float, default=20.0, help="length of one timed loop per backend (ms)")
     ap.add_argument("--variants", action="store_true",
                     help="also time every explicit schedule (scheduler × ping-pong) next to the library's choice")
+    ap.add_argument("--alt", action="append", default=[], metavar="NAME=PATH",
+                    help="also time the libfmha_c.so at PATH (default schedule) under the column NAME")
     args = ap.parse_args()
 
     fmha = load_fmha(args.lib)
+    alts = []
+    for spec in args.alt:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            ap.error(f"--alt: expected NAME=PATH, got '{spec}'")
+        alts.append((name, load_fmha(path)))
     err = ctypes.create_string_buffer(512)
     dev = torch.cuda.get_device_name()
     rows = []
@@ -88,9 +114,9 @@ def main():
                     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
                     stream = torch.cuda.current_stream().cuda_stream
 
-                    def fmha_fn(scheduler, pingpong):
+                    def fmha_fn(scheduler, pingpong, lib=fmha):
                         def fn():
-                            rc = fmha(1 if dt_name == "bf16" else 0, b, h, h, d, s, s, None, None, 0, 0,
+                            rc = lib(1 if dt_name == "bf16" else 0, b, h, h, d, s, s, None, None, 0, 0,
                                       q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                                       2 if causal else 0, 0, 0.0, scheduler, pingpong, stream, err, 512)
                             if rc != 0:
@@ -107,18 +133,22 @@ def main():
                         return fn
 
                     flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
-                    inner = max(1, int(20 * 512 / s))
                     row = {"dtype": dt_name, "d": d, "causal": causal, "seqlen": s, "batch": b, "heads": h}
                     run_fmha()
                     ref = sdpa(SDPBackend.CUDNN_ATTENTION)().transpose(1, 2)
                     row["err_vs_cudnn"] = (o.float() - ref.float()).abs().max().item()
                     variants = [("fmha", run_fmha)]
+                    for name, lib in alts:
+                        fn = fmha_fn(0, 0, lib)
+                        fn()
+                        row[f"err_{name}_vs_cudnn"] = (o.float() - ref.float()).abs().max().item()
+                        variants.append((name, fn))
                     if args.variants:  # every explicit schedule: i/p = individual/persistent, pp/nopp = ping-pong
                         variants += [(f"fmha_{sn}_{pn}", fmha_fn(si, pi)) for si, sn in ((1, "i"), (2, "p"))
                                      for pi, pn in ((2, "pp"), (1, "nopp"))]
                     fns = dict(variants + [("cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
                                            ("fa2", sdpa(SDPBackend.FLASH_ATTENTION))])
-                    medians, errors = time_interleaved(fns, args.reps, inner)
+                    medians, errors = time_interleaved(fns, args.reps, args.loop_ms)
                     for name in fns:
                         ms = medians.get(name)
                         row[name + "_ms"] = ms
@@ -145,7 +175,8 @@ def main():
         f = lambda x: f"{x:13.0f}" if x else f"{'n/a':>13}"
         print(f"{r['dtype']:5} {r['d']:4} {str(r['causal']):>6} {r['seqlen']:6} | " +
               " ".join(f(r[n + '_tflops']) for n in names) +
-              f" | {r.get('ratio_vs_cudnn', 0):10.3f} | {r['err_vs_cudnn']:.2e}")
+              f" | {r.get('ratio_vs_cudnn', 0):10.3f} | " +
+              " ".join(f"{v:.2e}" for k, v in r.items() if k.startswith("err") and k.endswith("vs_cudnn")))
 
 if __name__ == "__main__":
     main()

@@ -70,6 +70,9 @@ if [[ $steps == *,profile,* ]]; then
   rc=$?
   [ $rc -eq 0 ] || failed=1
   ncu --import "$out/fwd_d128_8k.ncu-rep" --page details --csv > "$out/profile_details.csv" 2>/dev/null
+  # Every metric (pipe utilisation, stall reasons) and the per-instruction SASS view with its stall samples.
+  ncu --import "$out/fwd_d128_8k.ncu-rep" --page raw --csv > "$out/profile_raw.csv" 2>/dev/null
+  ncu --import "$out/fwd_d128_8k.ncu-rep" --page source --print-source sass --csv > "$out/profile_sass.csv" 2>/dev/null
   summary+=("profile:     rc=$rc (fwd_d128_8k.ncu-rep, profile_details.csv)")
   grep -E '"(SM Busy|Issue Slots Busy|Compute \(SM\) Throughput|Memory Throughput|Registers Per Thread|Achieved Occupancy)"' \
     "$out/profile_details.csv" | cut -d, -f13- | head -12
