@@ -75,8 +75,8 @@ struct FwdParams {
 
   TileScheduler scheduler = TileScheduler::kAuto;
   int sm_count = 0;           ///< SMs used by the persistent scheduler; 0 or more than the device has = all
-  /// Inter-warpgroup ping-pong (the two consumer warpgroups alternate their GEMMs so that one's softmax overlaps
-  /// the other's tensor-core work; FlashAttention-3 §3.1). kAuto lets the library choose per problem.
+  /// Inter-warpgroup ping-pong (the consumer warpgroups take turns issuing their GEMMs so that one's softmax
+  /// overlaps the others' tensor-core work; FlashAttention-3 §3.1). kAuto lets the library choose per problem.
   Toggle pingpong = Toggle::kAuto;
 };
 

@@ -149,7 +149,7 @@ TEST(ApiFwd, KernelNames) {
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd bf16 d128 tma ws 128x128 causal-qend individual pingpong");
   p.head_dim = 40, p.seqlen_k = 100, p.dtype = fmha::DType::kFP16, p.mask = fmha::MaskType::kNone;
   fmha::set_contiguous_strides(p);
-  EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 128x128 none persistent");
+  EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 192x128 none persistent");
   p.heads_kv = 3;
   EXPECT_EQ(fmha::fwd_kernel_name(p), "");
 }

@@ -1,5 +1,5 @@
 // Forward attention kernel for sm_90a: one producer warp issues TMA loads of Q, K and V into a multi-stage shared
-// memory pipeline (mbarriers); two consumer warpgroups each own 64 query rows of a 128-row tile and compute S = Q·Kᵀ
+// memory pipeline (mbarriers); two or three consumer warpgroups each own 64 query rows of the tile and compute S = Q·Kᵀ
 // and O += P·V with wgmma, with an fp32 online softmax in exp2 form (scale folded into the exponent).
 //
 // Technique: FlashAttention-3 (Shah et al., 2024, "FlashAttention-3: Fast and Accurate Attention with Asynchrony
@@ -8,10 +8,9 @@
 // Key blocks are walked from the last to the first, so the blocks that need masking (causal diagonal, the partial
 // tail) come first and the rest run the unmasked fast path.
 //
-// Warp roles (384 threads):
-//   warpgroup 0 (warps 0-3): producer; thread 0 issues every TMA load; registers given away (24 per thread)
-//   warpgroup 1 (warps 4-7): consumer 0, query rows [0, 64) of the tile
-//   warpgroup 2 (warps 8-11): consumer 1, query rows [64, 128) of the tile
+// Warp roles (384 threads for 128-row tiles at head-dim tile 128, 512 for 192-row tiles at 32 and 64):
+//   warpgroup 0: producer; thread 0 issues every TMA load; registers given away (24 per thread)
+//   warpgroup 1 + w (w = 0, 1[, 2]): consumer w, query rows [64·w, 64·w + 64) of the tile
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -35,14 +34,16 @@ template <class Element_, int HeadDim_>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
-  static constexpr int kBlockM = tiles::fwd_block_m(HeadDim_);  // 2 consumer warpgroups × 64 rows
+  static constexpr int kBlockM = tiles::fwd_block_m(HeadDim_);  // 64 rows per consumer warpgroup
   static constexpr int kBlockN = tiles::fwd_block_n(HeadDim_);
   static constexpr int kStages = tiles::fwd_stages(HeadDim_);
-  static_assert(kBlockM == 64 * 2, "forward kernel: the tile's rows are split over two consumer warpgroups");
-  static constexpr int kConsumerWGs = 2;
+  static_assert(kBlockM == 128 || kBlockM == 192, "forward kernel: 2 or 3 consumer warpgroups of 64 rows");
+  static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
+  // setmaxnreg budgets: 128 · (producer + consumers · kConsumerRegs) ≤ 64K registers per SM.
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
+  static_assert(kProducerRegs + kConsumerWGs * kConsumerRegs <= 512, "forward kernel: register budget");
 
   using BlkM = Int<kBlockM>;
   using BlkN = Int<kBlockN>;
@@ -119,7 +120,7 @@ struct FwdKernelParams {
   bool causal_qend;
 };
 
-/// Work tile: one 128-row block of one head of one batch entry, with the entry's geometry.
+/// Work tile: one kBlockM-row block of one head of one batch entry, with the entry's geometry.
 struct FwdTile {
   int m_block, h, b;
   int q_off, k_off;  // first row of the entry in Q/O and in K/V (varlen), else 0
@@ -190,7 +191,7 @@ CUTLASS_DEVICE float quad_allreduce_sum(float x) {
 }
 
 /// Causal: causal mask (either alignment) instead of none/residual.
-/// PingPong: the two consumer warpgroups take turns issuing their GEMMs (named barriers), so that one warpgroup's
+/// PingPong: the consumer warpgroups take turns issuing their GEMMs (named barriers), so that one warpgroup's
 /// softmax runs while the other's GEMMs occupy the tensor cores (FlashAttention-3, section 3.1); without it the
 /// warpgroups issue independently.
 template <class Config, bool Causal, bool PingPong>
@@ -330,16 +331,18 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   auto k_state = cutlass::PipelineState<Config::kStages>();
   auto v_state = cutlass::PipelineState<Config::kStages>();
   const float scale_log2 = p.scale_log2;
-  const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue
-  // Ping-pong turn barriers (user ids 3 and 4, 256 threads each): a warpgroup waits for its turn before issuing
-  // GEMMs and hands the turn to the other after issuing. Warpgroup 1 hands the first turn to warpgroup 0.
+  constexpr int kWGs = Config::kConsumerWGs;
+  const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue (ids 1 .. kWGs)
+  // Ping-pong turn barriers (ids 4 .. 3 + kWGs, 256 threads each): a warpgroup waits for its turn before issuing
+  // GEMMs and hands the turn to the next one (round robin) after issuing. The last warpgroup hands the first turn
+  // to warpgroup 0.
   auto turn_wait = [&] {
-    if constexpr (PingPong) cutlass::arch::NamedBarrier::sync(256, 3 + wg);
+    if constexpr (PingPong) cutlass::arch::NamedBarrier::sync(256, 4 + wg);
   };
   auto turn_pass = [&] {
-    if constexpr (PingPong) cutlass::arch::NamedBarrier::arrive(256, 3 + (1 - wg));
+    if constexpr (PingPong) cutlass::arch::NamedBarrier::arrive(256, 4 + (wg + 1) % kWGs);
   };
-  if (wg == 1) turn_pass();  // a no-op without PingPong
+  if (wg == kWGs - 1) turn_pass();  // a no-op without PingPong
 
   for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
     FwdTile w = decode_tile(p, t);
