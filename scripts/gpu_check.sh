@@ -8,7 +8,8 @@
 #
 # BUILD_DIR default build; OUT_DIR default gpu-results (logs and JSON land there);
 # STEPS: comma list of tests,cli,sanitizer,bench,profile (default: all but profile). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
-# FMHA_GTEST_FILTER restricts the GoogleTest cases (default all).
+# FMHA_GTEST_FILTER restricts the GoogleTest cases (default all). FMHA_GPU_PACK=1 packs everything written under
+# OUT_DIR into OUT_DIR/gpu_check.tgz at the end (the device tool brings back at most 8 files per call).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(realpath -m "${1:-$root/build}")
@@ -80,4 +81,7 @@ fi
 echo "== summary ($(head -2 "$out/device.txt" | tail -1))"
 printf '%s\n' "${summary[@]}"
 [ -f "$out/bench_fwd.log" ] && sed -n '/^TFLOPS/,$p' "$out/bench_fwd.log"
+if [ "${FMHA_GPU_PACK:-0}" = 1 ]; then
+  (cd "$out" && tar czf gpu_check.tgz --exclude=gpu_check.tgz -- * && find . -mindepth 1 -maxdepth 1 ! -name gpu_check.tgz -exec rm -rf {} +)
+fi
 exit $failed
