@@ -161,7 +161,9 @@ FwdParams fwd_resolve_schedule(const FwdParams& in) {
   FwdParams p = in;
   // Measured on the H200 (docs/perf-log.md, v2, every variant timed in one process): the persistent scheduler
   // wins when every row is short (its producer hides the next tile's first loads behind the current tile), one
-  // CTA per tile wins on long rows; ping-pong pays at head dim 128 (long GEMMs to overlap) and costs ~5% at 64.
+  // CTA per tile wins on long rows; ping-pong pays at head dim 128 (long GEMMs to overlap) and cost ~5% at 64 with
+  // two consumer warpgroups (v2). Not re-measured for the three-warpgroup d <= 64 kernels (v4): ping-pong stays
+  // off there until it is.
   if (p.scheduler == TileScheduler::kAuto)
     p.scheduler = p.seqlen_k <= 2048 ? TileScheduler::kPersistent : TileScheduler::kIndividual;
   if (p.pingpong == Toggle::kAuto) p.pingpong = fwd_tile(p.head_dim) > 64 ? Toggle::kOn : Toggle::kOff;

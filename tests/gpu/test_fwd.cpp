@@ -166,6 +166,14 @@ std::vector<Named> edge_cases() {
     n.c.scheduler = fmha::TileScheduler::kPersistent;
     n.c.sm_count = sms;
     v.push_back(n);
+    // The same with ping-pong forced on: at head dims ≤ 64 three consumer warpgroups pass the turn round robin
+    // across tiles, including tiles that see no key.
+    Named pp{"persistent_pingpong_sm" + std::to_string(sms),
+             varlen(4, 2, 64, {300, 0, 129, 1}, {200, 7, 0, 500}, MaskType::kCausal, CausalAlign::kQEnd)};
+    pp.c.scheduler = fmha::TileScheduler::kPersistent;
+    pp.c.pingpong = fmha::Toggle::kOn;
+    pp.c.sm_count = sms;
+    v.push_back(pp);
   }
   // GQA with a ratio that is not a power of two, persistent scheduler.
   {
@@ -279,7 +287,9 @@ TEST(FwdGpu, AllScheduleVariantsMatchReference) {
   for (auto sched : {fmha::TileScheduler::kIndividual, fmha::TileScheduler::kPersistent})
     for (auto pp : {fmha::Toggle::kOff, fmha::Toggle::kOn})
       for (FwdCase c : {varlen(8, 2, 128, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal, CausalAlign::kQEnd),
-                        dense(2, 6, 2, 640, 777, 64, MaskType::kNone)}) {
+                        dense(2, 6, 2, 640, 777, 64, MaskType::kNone),
+                        varlen(8, 2, 64, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal, CausalAlign::kQEnd),
+                        dense(2, 4, 4, 450, 390, 32, MaskType::kCausal)}) {
         c.scheduler = sched;
         c.pingpong = pp;
         auto r = run_fwd_case(c);

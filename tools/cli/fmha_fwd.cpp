@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
   t.add_flag("persistent", "Use the persistent tile scheduler (grid = SMs); same as --scheduler=persistent.");
   t.add_string("scheduler", "Tile scheduler: auto (the library chooses), individual (one CTA per tile) or persistent.",
                std::string("auto")).one_of({"auto", "individual", "persistent"});
-  t.add_string("pingpong", "Inter-warpgroup ping-pong of the two consumer warpgroups: auto, on or off.",
+  t.add_string("pingpong", "Inter-warpgroup ping-pong of the consumer warpgroups: auto, on or off.",
                std::string("auto")).one_of({"auto", "on", "off"});
   t.add_float("scale", "Softmax scale; 0 means 1/sqrt(d).", 0.0).at_least(0.0);
   t.add_string("tolerance", "Verification rule: seed (the fixed thresholds of spec §6) or scaled (docs/numerics.md).",

@@ -3,8 +3,9 @@
 // and O += P·V with wgmma, with an fp32 online softmax in exp2 form (scale folded into the exponent).
 //
 // Technique: FlashAttention-3 (Shah et al., 2024, "FlashAttention-3: Fast and Accurate Attention with Asynchrony
-// and Low-precision"): warp specialisation with register reallocation (setmaxnreg), and inside a warpgroup the next
-// block's S = Q·Kᵀ is issued before the current block's softmax so that tensor cores and the softmax overlap.
+// and Low-precision"): warp specialisation with register reallocation (setmaxnreg), and inside a warpgroup the
+// softmax of key block n-1 runs while the P·V GEMM of block n is on the tensor cores (both GEMMs are issued
+// together, then the warpgroup waits only for S = Q·K(n-1)ᵀ).
 // Key blocks are walked from the last to the first, so the blocks that need masking (causal diagonal, the partial
 // tail) come first and the rest run the unmasked fast path.
 //
@@ -43,7 +44,11 @@ struct FwdConfig {
   // setmaxnreg budgets: 128 · (producer + consumers · kConsumerRegs) ≤ 64K registers per SM.
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
-  static_assert(kProducerRegs + kConsumerWGs * kConsumerRegs <= 512, "forward kernel: register budget");
+  static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
+  // The launch gives every thread the same share (65536 / kThreads, rounded down to 8); setmaxnreg only moves
+  // registers between warpgroups, so the sum may not exceed the launch-time pool.
+  static_assert(kProducerRegs + kConsumerWGs * kConsumerRegs <= (kConsumerWGs + 1) * (65536 / kThreads / 8 * 8),
+                "forward kernel: register budget over the launch-time pool");
 
   using BlkM = Int<kBlockM>;
   using BlkN = Int<kBlockN>;
@@ -192,7 +197,7 @@ CUTLASS_DEVICE float quad_allreduce_sum(float x) {
 
 /// Causal: causal mask (either alignment) instead of none/residual.
 /// PingPong: the consumer warpgroups take turns issuing their GEMMs (named barriers), so that one warpgroup's
-/// softmax runs while the other's GEMMs occupy the tensor cores (FlashAttention-3, section 3.1); without it the
+/// softmax runs while the others' GEMMs occupy the tensor cores (FlashAttention-3, section 3.1); without it the
 /// warpgroups issue independently.
 template <class Config, bool Causal, bool PingPong>
 __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONSTANT FwdKernelParams<Config> const p) {
@@ -300,8 +305,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
 
   // -------------------------------------------------------------------------------------------------- consumers
   cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();
-  const int tid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
-  const int wg = tid / 128;           // which 64-row half of the tile
+  const int tid = threadIdx.x - 128;  // 0 .. 128·kConsumerWGs-1 over the consumer warpgroups
+  const int wg = tid / 128;           // which 64-row slice of the tile
   const int tid_wg = tid % 128;
   typename Config::MmaQK mma_qk;
   typename Config::MmaPV mma_pv;
@@ -333,7 +338,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   const float scale_log2 = p.scale_log2;
   constexpr int kWGs = Config::kConsumerWGs;
   const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue (ids 1 .. kWGs)
-  // Ping-pong turn barriers (ids 4 .. 3 + kWGs, 256 threads each): a warpgroup waits for its turn before issuing
+  // Ping-pong turn barriers (ids 4 .. 3 + kWGs, 256 threads each; CUTLASS user ids, hardware ids 8 higher): a warpgroup waits for its turn before issuing
   // GEMMs and hands the turn to the next one (round robin) after issuing. The last warpgroup hands the first turn
   // to warpgroup 0.
   auto turn_wait = [&] {
@@ -436,7 +441,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       softmax_block(n, true, corr);
       convert_p();
       for (; n > 0; --n) {
-        // S = Q·K(n-1)ᵀ and O += P(n)·V(n) in flight together; the softmax of block n-1 runs meanwhile.
+        // S = Q·K(n-1)ᵀ and O += P(n)·V(n) issued together; once S is done, the softmax of block n-1 runs
+        // while P·V is still on the tensor cores.
         pipe_k.consumer_wait(k_state);
         pipe_v.consumer_wait(v_state);
         zero_v_tail(n, v_state.index());
@@ -452,6 +458,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         // ptxas issues a wgmma wait as early as its basic block allows, so a wait after the softmax in the same
         // block runs before it and serialises softmax and P·V. A never-taken branch (it also keeps P live, so that
         // no softmax temporary takes one of P's registers while the P·V reads them) closes the block first.
+        // It cannot be taken: row_sum is a sum of exp2 results, each >= +0 or NaN, and NaN < 0 is false. (Were it
+        // taken, the store would land in warpgroup 0's O staging rows.) Re-check the SASS after touching this:
+        // WARPGROUP.DEPBAR.LE gsb0, 0x0 must follow the block's MUFU.EX2 instructions.
         if (row_sum[0] < 0.f) {
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
