@@ -10,6 +10,7 @@ build=${1:-$root/build}
 kernel_set=${FMHA_KERNEL_SET:-ci}
 jobs=${FMHA_JOBS:-$(nproc)}
 cutlass_version=4.2.0.0
+cudatools_version=13.5.37  # cuobjdump + nvdisasm (PyPI), for scripts/check_sass.py; read sm_90a objects of nvcc 13.0
 deps=$root/.deps
 
 # 1. System packages (Debian): compilers and host libraries. Installed only when missing.
@@ -46,9 +47,21 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$cutlass_version" ]; then
   echo "$cutlass_version" > "$stamp"
 fi
 
-# 3. Configure and build.
+# 3. cuobjdump and nvdisasm from pinned PyPI wheels (the Debian CUDA packages may lack them): the SASS check test.
+stamp=$deps/pip-cudatools/.version
+if [ "$(cat "$stamp" 2>/dev/null)" != "$cudatools_version" ]; then
+  echo "setup: installing nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm==$cudatools_version into $deps"
+  rm -rf "$deps/pip-cudatools"
+  python3 -m pip install -q --disable-pip-version-check --no-deps --target "$deps/pip-cudatools" \
+      "nvidia-cuda-cuobjdump==$cudatools_version" "nvidia-cuda-nvdisasm==$cudatools_version"
+  chmod +x "$deps"/pip-cudatools/nvidia/cu13/bin/*
+  echo "$cudatools_version" > "$stamp"
+fi
+
+# 4. Configure and build.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFMHA_KERNEL_SET="$kernel_set" \
-      -DCUTLASS_DIR="$deps/cutlass" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
+      -DCUTLASS_DIR="$deps/cutlass" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+      -DFMHA_CUOBJDUMP="$deps/pip-cudatools/nvidia/cu13/bin/cuobjdump"
 start=$(date +%s)
 cmake --build "$build" -j "$jobs"
 echo "setup: build finished in $(( $(date +%s) - start )) s (kernel set: $kernel_set)"
