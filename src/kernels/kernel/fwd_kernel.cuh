@@ -419,7 +419,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     };
 
     // Rescales O by the factor of the latest softmax block. Called between the issue of S = Q·Kᵀ and of O += P·V
-    // (FlashAttention-3's order): no wgmma in flight touches O there, and the multiplies overlap the Q·Kᵀ GEMM.
+    // (FlashAttention-3 does this for head dims above 128 only): no wgmma in flight touches O there, and the
+    // multiplies overlap the Q·Kᵀ GEMM.
     auto rescale_o = [&](float const (&corr)[kRows]) {
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < kRows; ++r)
