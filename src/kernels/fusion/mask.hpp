@@ -8,7 +8,8 @@ namespace fmha::kernel {
 
 /// Key-block walk of one query tile.
 ///
-/// Rows i ∈ [m0, m0 + BlockM) of an entry with lengths (sq, sk); keys visible to row i are [0, limit(i)) with
+/// Rows i ∈ [m0, min(m0 + BlockM, sq)) of an entry with lengths (sq, sk) (rows past sq are padding: they see no
+/// key and are never written); keys visible to row i are [0, limit(i)) with
 /// limit(i) = sk for no/residual masks and min(sk, i + 1 + offset) for causal (offset = 0 for q-begin, sk − sq for
 /// q-end). Blocks are walked from the last to the first, so every block that needs masking comes first.
 template <int BlockM, int BlockN, bool Causal>
@@ -16,11 +17,12 @@ struct MaskWalk {
   int sk;
   int offset;  ///< causal diagonal offset
   int m0;
+  int sq;
 
   /// Number of key blocks visited: blocks [0, n_blocks). Zero when no row of the tile sees a key.
   CUTLASS_DEVICE int n_blocks() const {
     int hi = sk;
-    if constexpr (Causal) hi = min(sk, m0 + BlockM + offset);  // limit of the tile's last row
+    if constexpr (Causal) hi = min(sk, min(m0 + BlockM, sq) + offset);  // limit of the tile's last valid row
     return hi <= 0 ? 0 : (hi + BlockN - 1) / BlockN;
   }
 

@@ -176,6 +176,14 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
   if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(tA));
 }
 
+// A/B hook (branch exp/s4-ab, not on main): FMHA_TUNE_FWD_LAZY_RESCALE=1 keeps a row's running max until a block's
+// max exceeds it by more than 2^8 after scaling (FlashAttention-4's conditional rescaling: P may reach 256, which
+// bf16/fp16 and the fp32 sums hold), and skips the O rescale of a warp whose rows all kept theirs (warp vote),
+// placed before the turn wait instead of between the two GEMM issues.
+#ifndef FMHA_TUNE_FWD_LAZY_RESCALE
+#define FMHA_TUNE_FWD_LAZY_RESCALE 0
+#endif
+
 /// View of a wgmma accumulator ((2, 2, V), M, N) as (rows, columns) = ((2, M), (2, V, N)) for row reductions.
 template <class Layout>
 CUTLASS_DEVICE constexpr auto acc_rowcol(Layout l) {
@@ -258,7 +266,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
       FwdTile w = decode_tile(p, t);
       if (w.m_block * kBlockM >= w.sq) continue;
-      Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM};
+      Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM, w.sq};
       const int n_blocks = walk.n_blocks();
       if (n_blocks == 0) continue;
       const int bq = p.cu_q ? 0 : w.b;
@@ -352,7 +360,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
     FwdTile w = decode_tile(p, t);
     if (w.m_block * kBlockM >= w.sq) continue;
-    Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM};
+    Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM, w.sq};
     const int n_blocks = walk.n_blocks();
 
     float row_max[kRows], row_sum[kRows];
@@ -387,8 +395,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         for (int c = 4; c < kCols; ++c) part[c % 4] = fmaxf(part[c % 4], S(r, c));
         float m = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
         m = quad_allreduce_max<4>(m);
-        const float new_max = fmaxf(row_max[r], m);
+        float new_max = fmaxf(row_max[r], m);
+        if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE != 0) {
+          // NaN (both -inf) and +inf (first finite max) compare false: those rows update.
+          if ((new_max - row_max[r]) * scale_log2 <= 8.f) new_max = row_max[r];
+        }
         corr[r] = new_max == -INFINITY ? 1.f : exp2f((row_max[r] - new_max) * scale_log2);
+        if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE != 0) corr[r] = new_max == row_max[r] ? 1.f : corr[r];
         const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
         CUTLASS_PRAGMA_UNROLL
         for (int k = 0; k < 4; ++k) part[k] = 0.f;
@@ -447,9 +460,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         pipe_k.consumer_wait(k_state);
         pipe_v.consumer_wait(v_state);
         zero_v_tail(n, v_state.index());
+        if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE != 0) {
+          bool need = false;
+          CUTLASS_PRAGMA_UNROLL
+          for (int r = 0; r < kRows; ++r) need |= corr[r] != 1.f;
+          if (__any_sync(0xffffffffu, need)) rescale_o(corr);
+        }
         turn_wait();
         wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
-        rescale_o(corr);
+        if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE == 0) rescale_o(corr);
         wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
         turn_pass();
         warpgroup_wait<1>();
