@@ -176,6 +176,13 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
   if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(tA));
 }
 
+// A/B hook (branch exp/s4-ab, not on main): FMHA_TUNE_FWD_WARP_ARRIVE=1 releases pipeline stages with one arrive per
+// consumer warp instead of one per consumer thread (CUTLASS's PipelineTmaAsync has all 256 threads arrive when the
+// cluster has one CTA; FlashAttention-3 found that slow and arrives once per warpgroup).
+#ifndef FMHA_TUNE_FWD_WARP_ARRIVE
+#define FMHA_TUNE_FWD_WARP_ARRIVE 0
+#endif
+
 // A/B hook (branch exp/s4-ab, not on main): FMHA_TUNE_FWD_LAZY_RESCALE=1 keeps a row's running max until a block's
 // max exceeds it by more than 2^8 after scaling (FlashAttention-4's conditional rescaling: P may reach 256, which
 // bf16/fp16 and the fp32 sums hold), and skips the O rescale of a warp whose rows all kept theirs (warp vote),
@@ -236,12 +243,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   pq.transaction_bytes = Config::kBytesQ;
   pq.role = warp_group == 0 ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
   pq.is_leader = is_producer_thread;
-  pq.num_consumers = 128 * Config::kConsumerWGs;
+  pq.num_consumers = (FMHA_TUNE_FWD_WARP_ARRIVE ? 4 : 128) * Config::kConsumerWGs;
   typename PipelineKV::Params pkv;
   pkv.transaction_bytes = Config::kBytesKV;
   pkv.role = warp_group == 0 ? Role::Producer : Role::Consumer;
   pkv.is_leader = is_producer_thread;
-  pkv.num_consumers = 128 * Config::kConsumerWGs;
+  pkv.num_consumers = (FMHA_TUNE_FWD_WARP_ARRIVE ? 4 : 128) * Config::kConsumerWGs;
   PipelineQ pipe_q(ss.pipe_q, pq, Shape<_1, _1, _1>{});
   PipelineKV pipe_k(ss.pipe_k, pkv, Shape<_1, _1, _1>{});
   PipelineKV pipe_v(ss.pipe_v, pkv, Shape<_1, _1, _1>{});
@@ -356,6 +363,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     if constexpr (PingPong) cutlass::arch::NamedBarrier::arrive(256, 4 + (wg + 1) % kWGs);
   };
   if (wg == kWGs - 1) turn_pass();  // a no-op without PingPong
+  // Releases a pipeline stage: every consumer thread arrives, or one lane per warp (FMHA_TUNE_FWD_WARP_ARRIVE).
+  auto release = [&](auto& pipe, auto const& state) {
+    if constexpr (FMHA_TUNE_FWD_WARP_ARRIVE != 0) {
+      if (cute::elect_one_sync()) pipe.consumer_release(state);
+    } else {
+      pipe.consumer_release(state);
+    }
+  };
 
   for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
     FwdTile w = decode_tile(p, t);
@@ -449,7 +464,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
       turn_pass();
       warpgroup_wait<0>();
-      pipe_k.consumer_release(k_state);
+      release(pipe_k, k_state);
       ++k_state;
       float corr[kRows];
       softmax_block(n, true, corr);
@@ -472,7 +487,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
         turn_pass();
         warpgroup_wait<1>();
-        pipe_k.consumer_release(k_state);
+        release(pipe_k, k_state);
         ++k_state;
         softmax_block(n - 1, walk.needs_mask(n - 1), corr);
         // ptxas issues a wgmma wait as early as its basic block allows, so a wait after the softmax in the same
@@ -486,7 +501,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
         }
         warpgroup_wait<0>();
-        pipe_v.consumer_release(v_state);
+        release(pipe_v, v_state);
         ++v_state;
         convert_p();
       }
@@ -497,9 +512,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
       turn_pass();
       warpgroup_wait<0>();
-      pipe_v.consumer_release(v_state);
+      release(pipe_v, v_state);
       ++v_state;
-      pipe_q.consumer_release(q_state);
+      release(pipe_q, q_state);
       ++q_state;
     }
 
