@@ -159,14 +159,18 @@ Status fwd_validate(const FwdParams& p) {
 
 FwdParams fwd_resolve_schedule(const FwdParams& in) {
   FwdParams p = in;
-  // Measured on the H200 (docs/perf-log.md, v2, every variant timed in one process): the persistent scheduler
-  // wins when every row is short (its producer hides the next tile's first loads behind the current tile), one
-  // CTA per tile wins on long rows; ping-pong pays at head dim 128 (long GEMMs to overlap) and cost ~5% at 64 with
-  // two consumer warpgroups (v2). Not re-measured for the three-warpgroup d <= 64 kernels (v4): ping-pong stays
-  // off there until it is.
+  // Measured on the H200, every variant timed in one process (docs/perf-log.md, v2 and v5). Since the tile order
+  // keeps the CTAs that run together on the K/V of a few heads (v5, dense non-causal problems), the persistent
+  // scheduler with one consumer warpgroup free-running (no ping-pong) is the fastest dense non-causal schedule at
+  // every length and both head dims (d 128: +3-4 % over ping-pong from 1k, +2-9 % over one CTA per tile). Causal
+  // and varlen problems keep v2's choice: persistent when every row is short (its producer hides the next tile's
+  // first loads), one CTA per tile on long rows (the hardware balances the unequal causal tiles better than the
+  // static round robin), and ping-pong at head dim 128 causal (+2-8 % there; at d <= 64 it costs 2-10 %, v2/v5).
+  const bool causal = p.mask == MaskType::kCausal;
+  const bool dense_noncausal = !causal && p.cu_seqlens_q == nullptr;
   if (p.scheduler == TileScheduler::kAuto)
-    p.scheduler = p.seqlen_k <= 2048 ? TileScheduler::kPersistent : TileScheduler::kIndividual;
-  if (p.pingpong == Toggle::kAuto) p.pingpong = fwd_tile(p.head_dim) > 64 ? Toggle::kOn : Toggle::kOff;
+    p.scheduler = dense_noncausal || p.seqlen_k <= 2048 ? TileScheduler::kPersistent : TileScheduler::kIndividual;
+  if (p.pingpong == Toggle::kAuto) p.pingpong = causal && fwd_tile(p.head_dim) > 64 ? Toggle::kOn : Toggle::kOff;
   return p;
 }
 

@@ -14,15 +14,8 @@ constexpr int fwd_head_dim_tile(int head_dim) { return head_dim <= 32 ? 32 : hea
 /// FlashAttention-3's d 64 kernels), two at 128 (registers: O alone takes 64 per thread there).
 constexpr int fwd_block_m(int head_dim_tile) { return head_dim_tile <= 64 ? 192 : 128; }
 
-// A/B hook (branch exp/s4-ab): keys per block of the head-dim-128 kernels. Values other than 128 need the extended
-// wgmma shapes (-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, without which CuTe splits N=160 into five N=32 wgmmas),
-// and at most 160 fit the shared memory while O has its own staging buffer.
-#ifndef FMHA_TUNE_FWD_BLOCK_N_D128
-#define FMHA_TUNE_FWD_BLOCK_N_D128 128
-#endif
-
 /// Keys per mainloop block.
-constexpr int fwd_block_n(int head_dim_tile) { return head_dim_tile == 128 ? FMHA_TUNE_FWD_BLOCK_N_D128 : 128; }
+constexpr int fwd_block_n(int /*head_dim_tile*/) { return 128; }
 
 /// Shared-memory pipeline stages for K and for V.
 constexpr int fwd_stages(int /*head_dim_tile*/) { return 2; }

@@ -130,13 +130,21 @@ TEST(ApiFwd, TensorsWithoutRowsAreValid) {
 
 TEST(ApiFwd, ScheduleHeuristics) {
   fmha::FwdParams p = valid();
+  p.mask = fmha::MaskType::kCausal;
   fmha::FwdParams r = fmha::fwd_resolve_schedule(p);
-  EXPECT_EQ(r.scheduler, fmha::TileScheduler::kIndividual);  // long rows
-  EXPECT_EQ(r.pingpong, fmha::Toggle::kOn);                  // head-dim tile 128
-  p.seqlen_k = 2048, p.head_dim = 64;
+  EXPECT_EQ(r.scheduler, fmha::TileScheduler::kIndividual);  // long causal rows
+  EXPECT_EQ(r.pingpong, fmha::Toggle::kOn);                  // head-dim tile 128, causal
+  p.mask = fmha::MaskType::kNone;
   r = fmha::fwd_resolve_schedule(p);
-  EXPECT_EQ(r.scheduler, fmha::TileScheduler::kPersistent);
-  EXPECT_EQ(r.pingpong, fmha::Toggle::kOff);
+  EXPECT_EQ(r.scheduler, fmha::TileScheduler::kPersistent);  // dense non-causal: persistent at every length
+  EXPECT_EQ(r.pingpong, fmha::Toggle::kOff);                 // and no ping-pong
+  p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(g_buf);
+  EXPECT_EQ(fmha::fwd_resolve_schedule(p).scheduler, fmha::TileScheduler::kIndividual);  // varlen, long rows
+  p.cu_seqlens_q = p.cu_seqlens_k = nullptr;
+  p.mask = fmha::MaskType::kCausal, p.seqlen_k = 2048, p.head_dim = 64;
+  r = fmha::fwd_resolve_schedule(p);
+  EXPECT_EQ(r.scheduler, fmha::TileScheduler::kPersistent);  // short causal rows
+  EXPECT_EQ(r.pingpong, fmha::Toggle::kOff);                 // head-dim tile 64
   p.scheduler = fmha::TileScheduler::kIndividual, p.pingpong = fmha::Toggle::kOn;  // explicit choices are kept
   r = fmha::fwd_resolve_schedule(p);
   EXPECT_EQ(r.scheduler, fmha::TileScheduler::kIndividual);

@@ -191,6 +191,15 @@ std::vector<Named> edge_cases() {
     l.c.check_heads = 4;
     v.push_back(l);
   }
+  // Dense non-causal problems run their tiles in L2-sized sections of heads (decode_tile): Llama-3-8B at 8k has two
+  // full sections of 16 query heads; 6 query heads over 2 K/V heads with 20000 keys give sections of 4 and 2.
+  {
+    Named l{"llama3_8b_8192_noncausal", dense(1, 32, 8, 8192, 8192, 128, MaskType::kNone)};
+    l.c.check_rows = 32;
+    l.c.check_heads = 4;
+    v.push_back(l);
+    v.push_back({"l2_sections_partial", dense(1, 6, 2, 256, 20000, 128, MaskType::kNone)});
+  }
   {
     Named l{"llama3_8b_varlen_mixed", varlen(32, 8, 128, {1000, 37, 4096, 2500, 1}, {1000, 37, 4096, 2500, 1},
                                              MaskType::kCausal)};

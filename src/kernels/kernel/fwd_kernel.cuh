@@ -120,6 +120,7 @@ struct FwdKernelParams {
   int seqlen_q, seqlen_k;     // dense lengths / varlen maxima
   int m_blocks;
   int num_tiles;
+  int section_bh;    // (batch, head) pairs per L2 section of the tile order (≥ 1), see decode_tile
   float scale;       // softmax scale
   float scale_log2;  // scale · log2(e)
   bool causal_qend;
@@ -132,14 +133,23 @@ struct FwdTile {
   int sq, sk;
 };
 
-/// Tile order: the tile index runs over (batch, head) fastest and query blocks from the last to the first, so the
-/// longest causal tiles start first (longest-processing-time-first for the persistent scheduler).
+/// Tile order. The (batch, head) pairs are cut into sections of p.section_bh consecutive pairs, sized on the host
+/// so that one section's K and V fit in a share of the L2 cache; the sections run one after the other. Inside a
+/// section the tile index runs over (batch, head) fastest and query blocks from the last to the first, so the longest
+/// causal tiles start first (longest-processing-time-first), and the CTAs that run at the same time read the K/V of
+/// a few heads only (L2 reuse; the same idea as FlashAttention-3's L2-sized head sections in its tile scheduler).
+/// section_bh ≥ batch · heads gives one section: (batch, head) fastest over the whole problem.
 template <class Config>
 CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
   FwdTile w;
-  int bh_count = p.batch * p.heads_q;
-  int bh = t % bh_count;
-  w.m_block = p.m_blocks - 1 - t / bh_count;
+  const int bh_count = p.batch * p.heads_q;
+  const int per_section = p.section_bh * p.m_blocks;
+  const int section = t / per_section;
+  const int r = t - section * per_section;
+  const int bh0 = section * p.section_bh;
+  const int n_bh = min(p.section_bh, bh_count - bh0);  // the last section may be partial
+  const int bh = bh0 + r % n_bh;
+  w.m_block = p.m_blocks - 1 - r / n_bh;
   w.h = bh % p.heads_q;
   w.b = bh / p.heads_q;
   if (p.cu_q) {
@@ -176,19 +186,15 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
   if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(tA));
 }
 
-// A/B hook (branch exp/s4-ab, not on main): FMHA_TUNE_FWD_WARP_ARRIVE=1 releases pipeline stages with one arrive per
-// consumer warp instead of one per consumer thread (CUTLASS's PipelineTmaAsync has all 256 threads arrive when the
-// cluster has one CTA; FlashAttention-3 found that slow and arrives once per warpgroup).
-#ifndef FMHA_TUNE_FWD_WARP_ARRIVE
-#define FMHA_TUNE_FWD_WARP_ARRIVE 0
-#endif
-
-// A/B hook (branch exp/s4-ab, not on main): FMHA_TUNE_FWD_LAZY_RESCALE=1 keeps a row's running max until a block's
-// max exceeds it by more than 2^8 after scaling (FlashAttention-4's conditional rescaling: P may reach 256, which
-// bf16/fp16 and the fp32 sums hold), and skips the O rescale of a warp whose rows all kept theirs (warp vote),
-// placed before the turn wait instead of between the two GEMM issues.
+// Conditional rescaling (FlashAttention-4, Zadouri et al. 2025, "lazy rescaling"): a row keeps its running max
+// until a block's max exceeds it by more than 2^8 after scaling, so P may reach 256 (bf16/fp16 hold it; the fp32
+// row sums and O accumulators are exact to the same relative precision), and a warp whose rows all kept theirs
+// skips the O rescale (warp vote), placed before the turn wait instead of between the two GEMM issues. The final
+// O / row_sum and LSE = max · scale + log(row_sum) use the kept max, so the result is the same softmax.
+// Measured +5–7 % at d 128 causal ≥ 4k, +1–5 % at d 64 ≥ 4k (docs/perf-log.md, v5). A/B hook: 0 restores the
+// rescale on every block.
 #ifndef FMHA_TUNE_FWD_LAZY_RESCALE
-#define FMHA_TUNE_FWD_LAZY_RESCALE 0
+#define FMHA_TUNE_FWD_LAZY_RESCALE 1
 #endif
 
 /// View of a wgmma accumulator ((2, 2, V), M, N) as (rows, columns) = ((2, M), (2, V, N)) for row reductions.
@@ -243,12 +249,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   pq.transaction_bytes = Config::kBytesQ;
   pq.role = warp_group == 0 ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
   pq.is_leader = is_producer_thread;
-  pq.num_consumers = (FMHA_TUNE_FWD_WARP_ARRIVE ? 4 : 128) * Config::kConsumerWGs;
+  pq.num_consumers = 128 * Config::kConsumerWGs;
   typename PipelineKV::Params pkv;
   pkv.transaction_bytes = Config::kBytesKV;
   pkv.role = warp_group == 0 ? Role::Producer : Role::Consumer;
   pkv.is_leader = is_producer_thread;
-  pkv.num_consumers = (FMHA_TUNE_FWD_WARP_ARRIVE ? 4 : 128) * Config::kConsumerWGs;
+  pkv.num_consumers = 128 * Config::kConsumerWGs;
   PipelineQ pipe_q(ss.pipe_q, pq, Shape<_1, _1, _1>{});
   PipelineKV pipe_k(ss.pipe_k, pkv, Shape<_1, _1, _1>{});
   PipelineKV pipe_v(ss.pipe_v, pkv, Shape<_1, _1, _1>{});
@@ -363,14 +369,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     if constexpr (PingPong) cutlass::arch::NamedBarrier::arrive(256, 4 + (wg + 1) % kWGs);
   };
   if (wg == kWGs - 1) turn_pass();  // a no-op without PingPong
-  // Releases a pipeline stage: every consumer thread arrives, or one lane per warp (FMHA_TUNE_FWD_WARP_ARRIVE).
-  auto release = [&](auto& pipe, auto const& state) {
-    if constexpr (FMHA_TUNE_FWD_WARP_ARRIVE != 0) {
-      if (cute::elect_one_sync()) pipe.consumer_release(state);
-    } else {
-      pipe.consumer_release(state);
-    }
-  };
 
   for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
     FwdTile w = decode_tile(p, t);
@@ -464,7 +462,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
       turn_pass();
       warpgroup_wait<0>();
-      release(pipe_k, k_state);
+      pipe_k.consumer_release(k_state);
       ++k_state;
       float corr[kRows];
       softmax_block(n, true, corr);
@@ -487,7 +485,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
         turn_pass();
         warpgroup_wait<1>();
-        release(pipe_k, k_state);
+        pipe_k.consumer_release(k_state);
         ++k_state;
         softmax_block(n - 1, walk.needs_mask(n - 1), corr);
         // ptxas issues a wgmma wait as early as its basic block allows, so a wait after the softmax in the same
@@ -501,7 +499,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
         }
         warpgroup_wait<0>();
-        release(pipe_v, v_state);
+        pipe_v.consumer_release(v_state);
         ++v_state;
         convert_p();
       }
@@ -512,9 +510,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
       turn_pass();
       warpgroup_wait<0>();
-      release(pipe_v, v_state);
+      pipe_v.consumer_release(v_state);
       ++v_state;
-      release(pipe_q, q_state);
+      pipe_q.consumer_release(q_state);
       ++q_state;
     }
 
