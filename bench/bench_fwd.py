@@ -3,7 +3,8 @@
 
 One process, the same inputs for every backend, CUDA-event timing: the backends take turns loop by loop in a new
 random order every round (so thermal and clock drift, and the clock left by the previous backend, hit all alike),
-each loop lasts about 20 ms, and each backend reports the median over its loops after a warm-up.
+each loop lasts about 20 ms after an untimed 5 ms pre-roll of the same backend, and each backend reports the median
+over its loops after a warm-up.
 Shapes follow shared/perf/h200-anchors.md: total tokens 16k (batch = 16384 / seqlen), heads = 2048 / d, dense BSHD.
 FLOPs = 4 · batch · heads · seqlen² · d, halved for causal (docs/numerics.md). Each fmha output is also compared
 with cuDNN's (max abs difference, reported as `err`).
@@ -20,6 +21,7 @@ import json
 import random
 import statistics
 import sys
+import zlib
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -35,12 +37,16 @@ def load_fmha(path):
     return f
 
 
-def time_interleaved(fns, reps, loop_ms):
+def time_interleaved(fns, reps, loop_ms, preroll_ms=0.0, seed=1234):
     """Median ms per call of each fn in `fns` (name -> callable). The backends take turns: every round times one
     loop of back-to-back calls of each (one CUDA-event pair per loop), so clock and temperature drift during a
     long sweep falls on all of them alike, and the order is shuffled every round. Each backend's loop holds enough calls to last about `loop_ms` (from
     its warm-up time), so that short kernels are not timed in bursts of a few microseconds while the card's clock
-    settles. A backend that raises during warm-up is left out (its error is returned instead)."""
+    settles. Before each timed loop the same backend runs untimed for about `preroll_ms`, so that the clock the
+    previous backend left (higher after a slow, low-power one) has settled to this backend's own before timing starts.
+    `seed` sets the shuffled orders (give each problem its own: one seed for all would repeat the same orders, and
+    with them the same predecessors, in every row). A backend that raises during warm-up is left out (its error is
+    returned instead)."""
     times, errors, inner = {}, {}, {}
     for name, fn in fns.items():
         try:
@@ -57,13 +63,15 @@ def time_interleaved(fns, reps, loop_ms):
         except RuntimeError as e:  # a backend that does not take this shape
             errors[name] = str(e).splitlines()[0]
     names = list(times)
-    order = random.Random(1234)
+    order = random.Random(seed)
     for _ in range(reps):
         # A fresh random order every round: a backend timed right after a slow, low-power one finds the card's
         # clock higher (3-6 % measured on the H200 for the backend that always followed FlashAttention-2), so no
         # backend may keep the same predecessor. Rotating the order is not enough: it keeps every predecessor.
         order.shuffle(names)
         for name in names:
+            for _ in range(round(inner[name] * preroll_ms / loop_ms)):
+                fns[name]()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             for _ in range(inner[name]):
@@ -85,6 +93,8 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--total", type=int, default=16384)
     ap.add_argument("--loop-ms", type=float, default=20.0, help="length of one timed loop per backend (ms)")
+    ap.add_argument("--preroll-ms", type=float, default=5.0,
+                    help="untimed run of the same backend before each timed loop (ms), so the clock settles")
     ap.add_argument("--variants", action="store_true",
                     help="also time every explicit schedule (scheduler × ping-pong) next to the library's choice")
     ap.add_argument("--alt", action="append", default=[], metavar="NAME=PATH",
@@ -148,7 +158,8 @@ def main():
                                      for pi, pn in ((2, "pp"), (1, "nopp"))]
                     fns = dict(variants + [("cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
                                            ("fa2", sdpa(SDPBackend.FLASH_ATTENTION))])
-                    medians, errors = time_interleaved(fns, args.reps, args.loop_ms)
+                    seed = zlib.crc32(f"{dt_name} {d} {causal} {s}".encode())
+                    medians, errors = time_interleaved(fns, args.reps, args.loop_ms, args.preroll_ms, seed)
                     for name in fns:
                         ms = medians.get(name)
                         row[name + "_ms"] = ms
