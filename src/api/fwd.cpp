@@ -161,7 +161,7 @@ FwdParams fwd_resolve_schedule(const FwdParams& in) {
   FwdParams p = in;
   // Measured on the H200, every variant timed in one process (docs/perf-log.md, v2 and v5). Since the tile order
   // keeps the CTAs that run together on the K/V of a few heads (v5, dense non-causal problems), the persistent
-  // scheduler with one consumer warpgroup free-running (no ping-pong) is the fastest dense non-causal schedule at
+  // scheduler with each consumer warpgroup free-running (no ping-pong) is the fastest dense non-causal schedule at
   // every length and both head dims (d 128: +3-4 % over ping-pong from 1k, +2-9 % over one CTA per tile). Causal
   // and varlen problems keep v2's choice: persistent when every row is short (its producer hides the next tile's
   // first loads), one CTA per tile on long rows (the hardware balances the unequal causal tiles better than the

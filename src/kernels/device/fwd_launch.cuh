@@ -30,9 +30,12 @@ inline Status cuda_status(cudaError_t err, const char* what) {
 /// K and V bytes per query head = 2 · seqlen_k · head_dim · element size / (heads_q / heads_kv).
 /// Causal problems keep one section: their tiles differ in length, and the global longest-first order balances the
 /// persistent scheduler's static round robin better (sections measured −5–8 % at causal 512–2k, ±3 % above).
+/// Varlen problems keep one section too: their entries differ in length as well, and sections sized by the longest
+/// entry were not measured.
 inline int fwd_l2_section_bh(const FwdParams& a, size_t element_bytes) {
   const int64_t bh_count = int64_t(a.batch) * a.heads_q;
-  if (FMHA_TUNE_FWD_L2_SECTION_MIB <= 0 || a.mask == MaskType::kCausal) return int(bh_count);
+  if (FMHA_TUNE_FWD_L2_SECTION_MIB <= 0 || a.mask == MaskType::kCausal || a.cu_seqlens_q != nullptr)
+    return int(bh_count);
   const int group = a.heads_q / a.heads_kv;
   const double kv_bytes_per_head = 2.0 * std::max(a.seqlen_k, 1) * a.head_dim * double(element_bytes) / group;
   const double budget = double(FMHA_TUNE_FWD_L2_SECTION_MIB) * 1024 * 1024;

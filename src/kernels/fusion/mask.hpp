@@ -8,8 +8,8 @@ namespace fmha::kernel {
 
 /// Key-block walk of one query tile.
 ///
-/// Rows i ∈ [m0, min(m0 + BlockM, sq)) of an entry with lengths (sq, sk) (rows past sq are padding: they see no
-/// key and are never written); keys visible to row i are [0, limit(i)) with
+/// Rows i ∈ [m0, min(m0 + BlockM, sq)) of an entry with lengths (sq, sk) (rows past sq are padding: n_blocks
+/// ignores them and they are never written); keys visible to row i are [0, limit(i)) with
 /// limit(i) = sk for no/residual masks and min(sk, i + 1 + offset) for causal (offset = 0 for q-begin, sk − sq for
 /// q-end). Blocks are walked from the last to the first, so every block that needs masking comes first.
 template <int BlockM, int BlockN, bool Causal>

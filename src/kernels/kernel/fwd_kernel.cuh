@@ -138,7 +138,8 @@ struct FwdTile {
 /// section the tile index runs over (batch, head) fastest and query blocks from the last to the first, so the longest
 /// causal tiles start first (longest-processing-time-first), and the CTAs that run at the same time read the K/V of
 /// a few heads only (L2 reuse; the same idea as FlashAttention-3's L2-sized head sections in its tile scheduler).
-/// section_bh ≥ batch · heads gives one section: (batch, head) fastest over the whole problem.
+/// section_bh = batch · heads gives one section: (batch, head) fastest over the whole problem. The host keeps
+/// section_bh in [1, batch · heads], so section_bh · m_blocks ≤ num_tiles ≤ 2^30 fits an int.
 template <class Config>
 CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
   FwdTile w;
@@ -187,10 +188,12 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 }
 
 // Conditional rescaling (FlashAttention-4, Zadouri et al. 2025, "lazy rescaling"): a row keeps its running max
-// until a block's max exceeds it by more than 2^8 after scaling, so P may reach 256 (bf16/fp16 hold it; the fp32
-// row sums and O accumulators are exact to the same relative precision), and a warp whose rows all kept theirs
-// skips the O rescale (warp vote), placed before the turn wait instead of between the two GEMM issues. The final
-// O / row_sum and LSE = max · scale + log(row_sum) use the kept max, so the result is the same softmax.
+// until a block's max exceeds it by more than 8 in log2 units after scaling (a factor of 2^8 in P), so P may reach
+// 256 (bf16/fp16 hold it; the fp32 row sums and O accumulators keep the same relative precision), and a warp whose
+// rows all kept theirs skips the O rescale (warp vote; the four threads of a row agree, and a factor of 1 leaves O
+// unchanged, so the vote only makes the branch uniform), placed before the turn wait instead of between the two
+// GEMM issues. The final O / row_sum and LSE = max · scale + log(row_sum) use the kept max: mathematically the same
+// softmax, rounded differently (P is no longer exactly 1 at the row max; measured max |O − cuDNN| 0.5 → 1 bf16 ulp).
 // Measured +5–7 % at d 128 causal ≥ 4k, +1–5 % at d 64 ≥ 4k (docs/perf-log.md, v5). A/B hook: 0 restores the
 // rescale on every block.
 #ifndef FMHA_TUNE_FWD_LAZY_RESCALE
@@ -444,9 +447,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       cutlass::arch::NamedBarrier::sync(128, wg_barrier);
     };
 
-    // Rescales O by the factor of the latest softmax block. Called between the issue of S = Q·Kᵀ and of O += P·V
-    // (FlashAttention-3 does this for head dims above 128 only): no wgmma in flight touches O there, and the
-    // multiplies overlap the Q·Kᵀ GEMM.
+    // Rescales O by the factor of the latest softmax block. With lazy rescaling (the default) it runs before the
+    // turn wait, only in warps where some row changed its max; without, between the issue of S = Q·Kᵀ and of
+    // O += P·V (FlashAttention-3 does this for head dims above 128 only), overlapping the Q·Kᵀ GEMM. Either way no
+    // wgmma in flight touches O: the previous block ended with warpgroup_wait<0>.
     auto rescale_o = [&](float const (&corr)[kRows]) {
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < kRows; ++r)
