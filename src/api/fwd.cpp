@@ -137,18 +137,19 @@ Status fwd_validate(const FwdParams& p) {
     return bad("batch × heads_q × ceil(seqlen_q / " + str(block_m) + ")", "≤ 2^30 work tiles", str(work_tiles));
   const int batches = varlen ? 1 : p.batch;
   const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
-  if (Status s = check_tensor("q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.heads_q, batches, rows_q,
-                              varlen); !s)
-    return s;
-  if (Status s = check_tensor("k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.heads_kv, batches, rows_k,
-                              varlen); !s)
-    return s;
-  if (Status s = check_tensor("v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, batches, rows_k,
-                              varlen); !s)
-    return s;
-  if (Status s = check_tensor("o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, batches, rows_q,
-                              varlen); !s)
-    return s;
+  struct Tensor {
+    const char* name;
+    const void* ptr;
+    int64_t row, head, batch;
+    int heads;
+    int64_t rows;
+  };
+  const Tensor tensors[] = {{"q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.heads_q, rows_q},
+                            {"k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.heads_kv, rows_k},
+                            {"v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, rows_k},
+                            {"o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, rows_q}};
+  for (const Tensor& t : tensors)
+    if (Status s = check_tensor(t.name, t.ptr, t.row, t.head, t.batch, t.heads, batches, t.rows, varlen); !s) return s;
   if (Status s = check_output_layout(p, varlen); !s) return s;
   if (p.lse != nullptr && (reinterpret_cast<uintptr_t>(p.lse) & 3u) != 0)
     return bad("lse", "a 4-byte aligned address or null", "an address ending in " + low_hex(p.lse, 3u));
@@ -200,17 +201,12 @@ std::vector<std::string> fwd_kernel_variants() {
 
 namespace {
 
-Status cuda_fail(const char* call, cudaError_t e) {
-  cudaGetLastError();  // leave no error behind
-  return Status(StatusCode::kCudaError, std::string(call) + ": " + cudaGetErrorString(e));
-}
-
 /// Every pointer the kernel dereferences must be device-accessible (device or managed memory, or host memory
 /// mapped for the device); a host pointer would fault inside the kernel and poison the CUDA context.
 Status check_device_pointer(const char* name, const void* ptr) {
   if (ptr == nullptr) return Status::ok();
   cudaPointerAttributes attr{};
-  if (cudaError_t e = cudaPointerGetAttributes(&attr, ptr); e != cudaSuccess) return cuda_fail("cudaPointerGetAttributes", e);
+  if (Status s = detail::cuda_status(cudaPointerGetAttributes(&attr, ptr), "cudaPointerGetAttributes"); !s) return s;
   if (attr.type == cudaMemoryTypeUnregistered || attr.devicePointer == nullptr)
     return bad(name, "device-accessible memory", "a host pointer");
   return Status::ok();
@@ -221,11 +217,13 @@ Status check_device_pointer(const char* name, const void* ptr) {
 Status fwd(const FwdParams& params, cudaStream_t stream) {
   if (Status s = fwd_validate(params); !s) return s;
   int device = 0, major = 0, sms = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_fail("cudaGetDevice", e);
-  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess)
-    return cuda_fail("cudaDeviceGetAttribute(compute capability)", e);
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
-    return cuda_fail("cudaDeviceGetAttribute(multiprocessor count)", e);
+  if (Status s = detail::cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !s) return s;
+  if (Status s = detail::cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+                                     "cudaDeviceGetAttribute(compute capability)"); !s)
+    return s;
+  if (Status s = detail::cuda_status(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+                                     "cudaDeviceGetAttribute(multiprocessor count)"); !s)
+    return s;
   if (major != 9) return Status::unsupported("device: expected compute capability 9.x (sm_90a), got " + str(major) + ".x");
   const std::pair<const char*, const void*> pointers[] = {{"q", params.q}, {"k", params.k}, {"v", params.v},
                                                           {"o", params.o}, {"lse", params.lse},

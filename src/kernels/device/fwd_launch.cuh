@@ -13,12 +13,7 @@ namespace fmha::device {
 
 using namespace cute;
 
-/// ok, or kCudaError naming the call; clears the runtime's last-error slot so that no error is left behind.
-inline Status cuda_status(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return Status::ok();
-  cudaGetLastError();
-  return Status(StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(err));
-}
+using detail::cuda_status;
 
 // A/B hook: the L2 share (MiB) one tile-order section's K and V may take; 0 = one section (the order before v5).
 #ifndef FMHA_TUNE_FWD_L2_SECTION_MIB
