@@ -96,7 +96,8 @@ Status fwd(const FwdParams& p, cudaStream_t stream = nullptr);
 
 /// The forward kernel variants of the manifest, one line each: "<name> (built)" or "<name> (not built)", where
 /// name is "fwd <dtype> d<head-dim tile> tma ws <rows>x<keys>" (query rows × keys per block: 192x128 for head-dim
-/// tiles 32 and 64, 128x128 for 128). Each unit holds the mask × warpgroup-schedule variants and
+/// tiles 32 and 64, 128x128 for 128). Each unit holds the mask × warpgroup-schedule variants, and at tiles 32 and
+/// 64 also 128x128 causal kernels for problems with at most 1024 keys (fwd_kernel_name shows which one runs); it
 /// runs under either tile scheduler. Needs no GPU.
 std::vector<std::string> fwd_kernel_variants();
 

@@ -14,6 +14,17 @@ constexpr int fwd_head_dim_tile(int head_dim) { return head_dim <= 32 ? 32 : hea
 /// FlashAttention-3's d 64 kernels), two at 128 (registers: O alone takes 64 per thread there).
 constexpr int fwd_block_m(int head_dim_tile) { return head_dim_tile <= 64 ? 192 : 128; }
 
+/// Longest key length (per entry; the varlen maximum) for which causal problems at head-dim tiles up to 64 use
+/// 128-row tiles (two consumer warpgroups) instead of 192: their tiles walk only a few key blocks, and the third
+/// warpgroup lost 11–12 % at causal 512–1k (docs/perf-log.md, v4).
+constexpr int kFwdShortCausalMaxKeys = 1024;
+
+/// Query rows per CTA tile for a problem: fwd_block_m(head_dim_tile), or 128 for short causal problems at head-dim
+/// tiles up to 64 (see kFwdShortCausalMaxKeys). Read by the launch code and by the host validation and names.
+constexpr int fwd_block_m_for(int head_dim_tile, bool causal, int seqlen_k) {
+  return head_dim_tile <= 64 && causal && seqlen_k <= kFwdShortCausalMaxKeys ? 128 : fwd_block_m(head_dim_tile);
+}
+
 /// Keys per mainloop block.
 constexpr int fwd_block_n(int /*head_dim_tile*/) { return 128; }
 

@@ -158,6 +158,12 @@ TEST(ApiFwd, KernelNames) {
   p.head_dim = 40, p.seqlen_k = 100, p.dtype = fmha::DType::kFP16, p.mask = fmha::MaskType::kNone;
   fmha::set_contiguous_strides(p);
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 192x128 none persistent");
+  p.mask = fmha::MaskType::kCausal;  // short causal rows at head-dim tile 64: two consumer warpgroups
+  EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 128x128 causal-qend persistent");
+  p.seqlen_k = 1025;
+  fmha::set_contiguous_strides(p);
+  EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 192x128 causal-qend persistent");
+  p.mask = fmha::MaskType::kNone;
   p.heads_kv = 3;
   EXPECT_EQ(fmha::fwd_kernel_name(p), "");
 }

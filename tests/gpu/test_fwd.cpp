@@ -327,7 +327,8 @@ TEST(FwdGpu, RepeatedRunsAreBitwiseEqual) {
     }
 }
 
-// Every (scheduler, ping-pong) combination on a mixed varlen causal batch and a dense GQA problem.
+// Every (scheduler, ping-pong) combination on mixed varlen causal batches and dense problems, at both tile heights
+// of the head-dim ≤ 64 units (causal problems with at most 1024 keys run 128-row tiles there, longer ones 192).
 TEST(FwdGpu, AllScheduleVariantsMatchReference) {
   FMHA_REQUIRE_GPU();
   for (auto sched : {fmha::TileScheduler::kIndividual, fmha::TileScheduler::kPersistent})
@@ -335,7 +336,11 @@ TEST(FwdGpu, AllScheduleVariantsMatchReference) {
       for (FwdCase c : {varlen(8, 2, 128, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal, CausalAlign::kQEnd),
                         dense(2, 6, 2, 640, 777, 64, MaskType::kNone),
                         varlen(8, 2, 64, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal, CausalAlign::kQEnd),
-                        dense(2, 4, 4, 450, 390, 32, MaskType::kCausal)}) {
+                        dense(2, 4, 4, 450, 390, 32, MaskType::kCausal),
+                        // Causal at head-dim tiles ≤ 64 with more than kFwdShortCausalMaxKeys keys: 192-row tiles
+                        // (the shorter ones above run 128-row tiles).
+                        varlen(8, 2, 64, {1100, 1, 2048, 77}, {1500, 9, 1030, 0}, MaskType::kCausal),
+                        dense(1, 4, 2, 1300, 1100, 32, MaskType::kCausal, CausalAlign::kQEnd)}) {
         c.scheduler = sched;
         c.pingpong = pp;
         auto r = run_fwd_case(c);

@@ -71,7 +71,7 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   auto mV = gmem(a.v, rows_k, a.heads_kv, a.v_row_stride, a.v_head_stride, a.v_batch_stride);
 
   Params p{};
-  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Config::SmemLayoutQ{},
+  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, take<0, 2>(typename Config::SmemLayoutQ{}),
                           Shape<Int<Config::kBlockM>, Int<Config::kHeadDim>>{}, _1{});
   p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Config::SmemLayoutK{}),
                           Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{}, _1{});
@@ -118,6 +118,12 @@ Status fwd_launch(const FwdParams& a, cudaStream_t stream) {
   using Config = kernel::FwdConfig<Element, HeadDim>;
   const bool causal = a.mask == MaskType::kCausal;
   const bool pingpong = a.pingpong == Toggle::kOn;
+  if constexpr (tiles::fwd_block_m(HeadDim) != 128) {
+    if (tiles::fwd_block_m_for(HeadDim, causal, a.seqlen_k) == 128) {  // short causal rows: two warpgroups
+      using Short = kernel::FwdConfig<Element, HeadDim, 128>;
+      return pingpong ? fwd_run<Short, true, true>(a, stream) : fwd_run<Short, true, false>(a, stream);
+    }
+  }
   if (causal) return pingpong ? fwd_run<Config, true, true>(a, stream) : fwd_run<Config, true, false>(a, stream);
   return pingpong ? fwd_run<Config, false, true>(a, stream) : fwd_run<Config, false, false>(a, stream);
 }

@@ -9,7 +9,8 @@
 // Key blocks are walked from the last to the first, so the blocks that need masking (causal diagonal, the partial
 // tail) come first and the rest run the unmasked fast path.
 //
-// Warp roles (384 threads for 128-row tiles at head-dim tile 128, 512 for 192-row tiles at 32 and 64):
+// Warp roles (384 threads for 128-row tiles: head-dim tile 128, and short causal problems at 32 and 64; 512 for
+// 192-row tiles at 32 and 64):
 //   warpgroup 0: producer; thread 0 issues every TMA load; registers given away (24 per thread)
 //   warpgroup 1 + w (w = 0, 1[, 2]): consumer w, query rows [64·w, 64·w + 64) of the tile
 #pragma once
@@ -31,13 +32,20 @@ using namespace cute;
 
 /// Compile-time configuration of one forward kernel: tile sizes, MMA atoms and shared-memory layouts.
 /// Single source of truth for tile sizes (the host reads kBlockM / kBlockN from here too).
-template <class Element_, int HeadDim_>
+/// BlockM_: query rows per tile, 64 per consumer warpgroup (tiles::fwd_block_m by default; 128 for the short causal
+/// problems of tiles::fwd_block_m_for).
+template <class Element_, int HeadDim_, int BlockM_ = tiles::fwd_block_m(HeadDim_)>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
-  static constexpr int kBlockM = tiles::fwd_block_m(HeadDim_);  // 64 rows per consumer warpgroup
+  static constexpr int kBlockM = BlockM_;  // 64 rows per consumer warpgroup
   static constexpr int kBlockN = tiles::fwd_block_n(HeadDim_);
   static constexpr int kStages = tiles::fwd_stages(HeadDim_);
+  // Two Q buffers: in the persistent kernel the producer loads the next tile's Q (and then its first K/V blocks)
+  // while the consumers still run the current tile; with one it had to wait until they released Q at the end of the
+  // tile's mainloop, so every tile began with a Q and K load latency (docs/perf-log.md, v6: +1–3.5 % at 512–2k).
+  // At head-dim tile 128 the shared storage is then exactly the 227 KB limit.
+  static constexpr int kStagesQ = 2;
   static_assert(kBlockM == 128 || kBlockM == 192, "forward kernel: 2 or 3 consumer warpgroups of 64 rows");
   static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
@@ -62,7 +70,7 @@ struct FwdConfig {
 
   using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkM, HD>());
   using SmemAtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkN, HD>());
-  using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<BlkM, HD>{}));
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<BlkM, HD, Int<kStagesQ>>{}));
   using SmemLayoutK = decltype(tile_to_shape(SmemAtomK{}, Shape<BlkN, HD, Int<kStages>>{}));
   using SmemLayoutV = SmemLayoutK;
   // V viewed as the B operand of O = P·V: (head dim, keys, stage), head dim contiguous (MN-major).
@@ -71,7 +79,7 @@ struct FwdConfig {
   // Output staging: row-major, rows padded by 8 elements (16 bytes) against bank conflicts.
   using SmemLayoutO = Layout<Shape<BlkM, HD>, Stride<Int<kHeadDim + 8>, _1>>;
 
-  using PipelineQ = cutlass::PipelineTmaAsync<1>;
+  using PipelineQ = cutlass::PipelineTmaAsync<kStagesQ>;
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
 
   struct SharedStorage {
@@ -95,7 +103,8 @@ struct FwdConfig {
   using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
   using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)),
                                           make_layout(GmemShape{}, GmemStride{})));
-  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{}, Shape<BlkM, HD>{}, _1{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutQ{}), Shape<BlkM, HD>{},
+                                      _1{}));
   using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}), Shape<BlkN, HD>{},
                                        _1{}));
 };
@@ -314,7 +323,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         ++v_state;
       };
       pipe_q.producer_acquire(q_state);
-      copy(p.tma_q.with(*pipe_q.producer_get_barrier(q_state)), tQg, tQs);
+      copy(p.tma_q.with(*pipe_q.producer_get_barrier(q_state)), tQg, tQs(_, q_state.index()));
       ++q_state;
       int n = n_blocks - 1;
       load_k(n);
@@ -337,7 +346,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   auto thr_qk = mma_qk.get_thread_slice(tid);
   auto thr_pv = mma_pv.get_thread_slice(tid);
 
-  Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, 1, K)
+  Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, 1, K, Q stage)
   Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, 1, K, stage)
   Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, 1, K, stage)
   Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
@@ -356,7 +365,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   constexpr int kRows = decltype(size<0>(S))::value;  // 2 rows per thread
   constexpr int kCols = decltype(size<1>(S))::value;
 
-  auto q_state = cutlass::PipelineState<1>();
+  auto q_state = cutlass::PipelineState<Config::kStagesQ>();
   auto k_state = cutlass::PipelineState<Config::kStages>();
   auto v_state = cutlass::PipelineState<Config::kStages>();
   const float scale_log2 = p.scale_log2;
@@ -463,7 +472,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       int n = n_blocks - 1;
       pipe_k.consumer_wait(k_state);
       turn_wait();
-      wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
+      wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_state.index()), tSrS);
       turn_pass();
       warpgroup_wait<0>();
       pipe_k.consumer_release(k_state);
@@ -484,7 +493,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           if (__any_sync(0xffffffffu, need)) rescale_o(corr);
         }
         turn_wait();
-        wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
+        wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_state.index()), tSrS);
         if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE == 0) rescale_o(corr);
         wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
         turn_pass();
