@@ -43,7 +43,8 @@ struct FwdConfig {
   static constexpr int kStages = tiles::fwd_stages(HeadDim_);
   // Two Q buffers: in the persistent kernel the producer loads the next tile's Q (and then its first K/V blocks)
   // while the consumers still run the current tile; with one it had to wait until they released Q at the end of the
-  // tile's mainloop, so every tile began with a Q and K load latency (docs/perf-log.md, v6: +1–3.5 % at 512–2k).
+  // tile's mainloop, so every tile began with a Q and K load latency (docs/perf-log.md, v6: +1–3.5 % at 512–2k;
+  // d 128 causal 8k–16k, one CTA per tile, lost ~2 %).
   // At head-dim tile 128 the shared storage is then exactly the 227 KB limit.
   static constexpr int kStagesQ = 2;
   static_assert(kBlockM == 128 || kBlockM == 192, "forward kernel: 2 or 3 consumer warpgroups of 64 rows");
