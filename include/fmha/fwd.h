@@ -29,7 +29,9 @@ enum class Toggle { kAuto, kOff, kOn };
 ///    (BSHD) with caller strides: element (b, i, h, d) of Q is q[b·q_batch_stride + i·q_row_stride + h·q_head_stride + d].
 ///  * varlen (cu_seqlens_q and cu_seqlens_k non-null, device int[batch+1], cu[0] = 0, non-decreasing): Q, O are packed
 ///    [total_q][heads_q][·] and K, V [total_k][heads_kv][·]; entry b owns rows [cu[b], cu[b+1]). Batch strides are
-///    ignored. seqlen_q / seqlen_k must be the largest per-entry lengths (upper bounds are fine; they size the grid).
+///    ignored. seqlen_q / seqlen_k must be the largest per-entry lengths (upper bounds are fine: they size the grid,
+///    and for causal problems at head dims ≤ 64 seqlen_k also picks the tile height, 128 rows up to 1024 keys and
+///    192 above, so a loose bound past 1024 gives correct but slower tiles on short entries).
 ///    No padding is needed before the first entry or after the last; rows outside an entry are never used in its
 ///    results and never written, even when they hold NaN.
 ///  * LSE (optional, fp32, natural log of Σ exp(scale·s)): dense [batch][heads_q][seqlen_q]; varlen [heads_q][total_q].

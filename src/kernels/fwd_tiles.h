@@ -9,7 +9,8 @@ namespace fmha::tiles {
 /// 128) run on the next larger tile with the extra columns predicated off.
 constexpr int fwd_head_dim_tile(int head_dim) { return head_dim <= 32 ? 32 : head_dim <= 64 ? 64 : 128; }
 
-/// Query rows per CTA tile: 64 per consumer warpgroup; three consumer warpgroups at head-dim tiles up to 64 (a
+/// Default query rows per CTA tile (fwd_block_m_for below picks the tile of a problem): 64 per consumer warpgroup;
+/// three consumer warpgroups at head-dim tiles up to 64 (a
 /// short Q·Kᵀ leaves each softmax less GEMM time to hide behind, so a third warpgroup's GEMMs fill the gap, as in
 /// FlashAttention-3's d 64 kernels), two at 128 (registers: O alone takes 64 per thread there).
 constexpr int fwd_block_m(int head_dim_tile) { return head_dim_tile <= 64 ? 192 : 128; }

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpu/gpu_env.h"
@@ -161,20 +162,37 @@ std::vector<Named> edge_cases() {
   v.push_back({"dense_sq0", dense(2, 4, 4, 0, 64, 64, MaskType::kNone)});
   v.push_back({"dense_sk0", dense(2, 4, 4, 64, 0, 64, MaskType::kCausal, CausalAlign::kQEnd)});
   v.push_back({"varlen_all_keys_empty", varlen(4, 2, 128, {5, 130}, {0, 0}, MaskType::kNone)});
-  // A persistent grid of 1 and 3 CTAs walking many tiles, including tiles of empty entries.
+  // A persistent grid of 1 and 3 CTAs walking many tiles, including tiles of empty entries: every CTA runs
+  // several tiles, so both Q buffers and their reuse after a phase flip are exercised. At most 1024 keys: the
+  // 128-row causal tiles of the head-dim ≤ 64 units (two consumer warpgroups); the "_192" cases add one entry with
+  // 1100 keys, so the same batch runs the 192-row tiles (three consumer warpgroups).
   for (int sms : {1, 3}) {
-    Named n{"persistent_sm" + std::to_string(sms), varlen(4, 2, 64, {300, 0, 129, 1}, {200, 7, 0, 500}, MaskType::kCausal)};
+    for (int long_k : {500, 1100}) {
+      const std::string tag = std::to_string(sms) + (long_k > 1024 ? "_192" : "");
+      Named n{"persistent_sm" + tag, varlen(4, 2, 64, {300, 0, 129, 1}, {200, 7, 0, long_k}, MaskType::kCausal)};
+      n.c.scheduler = fmha::TileScheduler::kPersistent;
+      n.c.sm_count = sms;
+      v.push_back(n);
+      // The same with ping-pong forced on: the consumer warpgroups pass the turn round robin across tiles,
+      // including tiles that see no key.
+      Named pp{"persistent_pingpong_sm" + tag,
+               varlen(4, 2, 64, {300, 0, 129, 1}, {200, 7, 0, long_k}, MaskType::kCausal, CausalAlign::kQEnd)};
+      pp.c.scheduler = fmha::TileScheduler::kPersistent;
+      pp.c.pingpong = fmha::Toggle::kOn;
+      pp.c.sm_count = sms;
+      v.push_back(pp);
+    }
+  }
+  // Head-dim tile 32 (its own shared-memory swizzle and Q stage stride) on one persistent CTA, so that it walks
+  // many tiles through both Q buffers: non-causal (192-row tiles), causal with at most 1024 keys (128-row tiles)
+  // and with more (192-row tiles).
+  for (auto [name, sk, mask] : {std::tuple{"d32_persistent_sm1", 700, MaskType::kNone},
+                                std::tuple{"d32_persistent_sm1_causal", 1000, MaskType::kCausal},
+                                std::tuple{"d32_persistent_sm1_causal_192", 1300, MaskType::kCausal}}) {
+    Named n{name, dense(2, 3, 3, 900, sk, 32, mask, CausalAlign::kQEnd)};
     n.c.scheduler = fmha::TileScheduler::kPersistent;
-    n.c.sm_count = sms;
+    n.c.sm_count = 1;
     v.push_back(n);
-    // The same with ping-pong forced on: at head dims ≤ 64 three consumer warpgroups pass the turn round robin
-    // across tiles, including tiles that see no key.
-    Named pp{"persistent_pingpong_sm" + std::to_string(sms),
-             varlen(4, 2, 64, {300, 0, 129, 1}, {200, 7, 0, 500}, MaskType::kCausal, CausalAlign::kQEnd)};
-    pp.c.scheduler = fmha::TileScheduler::kPersistent;
-    pp.c.pingpong = fmha::Toggle::kOn;
-    pp.c.sm_count = sms;
-    v.push_back(pp);
   }
   // GQA with a ratio that is not a power of two, persistent scheduler.
   {
