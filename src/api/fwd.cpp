@@ -24,6 +24,11 @@ Status bad(const std::string& arg, const std::string& expected, const std::strin
 
 int fwd_tile(int head_dim) { return tiles::fwd_head_dim_tile(head_dim); }
 
+/// Query rows per CTA tile of the kernel that runs `p` (the launch code picks its Config by the same rule).
+int fwd_rows_per_tile(const FwdParams& p) {
+  return tiles::fwd_block_m_for(fwd_tile(p.head_dim), p.mask == MaskType::kCausal, p.seqlen_k);
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 std::string low_hex(const void* p, unsigned mask) {
@@ -130,7 +135,7 @@ Status fwd_validate(const FwdParams& p) {
   if (int(p.scheduler) < 0 || int(p.scheduler) > int(TileScheduler::kPersistent))
     return bad("scheduler", "auto, individual or persistent", str(int(p.scheduler)));
   if (int(p.pingpong) < 0 || int(p.pingpong) > int(Toggle::kOn)) return bad("pingpong", "auto, off or on", str(int(p.pingpong)));
-  const int block_m = tiles::fwd_block_m_for(fwd_tile(p.head_dim), p.mask == MaskType::kCausal, p.seqlen_k);
+  const int block_m = fwd_rows_per_tile(p);
   const int64_t m_blocks = (int64_t(p.seqlen_q) + block_m - 1) / block_m;
   const int64_t work_tiles = m_blocks * p.batch * p.heads_q;
   if (work_tiles > (int64_t(1) << 30))  // the kernels step a 32-bit tile index by up to the grid size
@@ -183,7 +188,7 @@ std::string fwd_kernel_name(const FwdParams& in) {
                          : std::string(p.cu_seqlens_q ? "residual" : to_string(p.mask));
   const int t = fwd_tile(p.head_dim);
   return std::string("fwd ") + to_string(p.dtype) + " d" + std::to_string(t) + " tma ws " +
-         std::to_string(tiles::fwd_block_m_for(t, p.mask == MaskType::kCausal, p.seqlen_k)) + "x" +
+         std::to_string(fwd_rows_per_tile(p)) + "x" +
          std::to_string(tiles::fwd_block_n(t)) + " " +
          mask + (p.scheduler == TileScheduler::kPersistent ? " persistent" : " individual") +
          (p.pingpong == Toggle::kOn ? " pingpong" : "");
