@@ -17,7 +17,8 @@ constexpr int fwd_block_m(int head_dim_tile) { return head_dim_tile <= 64 ? 192 
 
 /// Longest key length (per entry; the varlen maximum) for which causal problems at head-dim tiles up to 64 use
 /// 128-row tiles (two consumer warpgroups) instead of 192: their tiles walk only a few key blocks, and the third
-/// warpgroup lost 11–12 % at causal 512–1k (docs/perf-log.md, v4).
+/// warpgroup lost 11–12 % at causal 512–1k (docs/perf-log.md, v4). Raising the limit to 2048 or 4096 lost 3 % at
+/// 2k and 7 % at 4k (v7).
 constexpr int kFwdShortCausalMaxKeys = 1024;
 
 /// Query rows per CTA tile for a problem: fwd_block_m(head_dim_tile), or 128 for short causal problems at head-dim

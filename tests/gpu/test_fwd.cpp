@@ -158,6 +158,15 @@ std::vector<Named> edge_cases() {
     n.c.row_pad = 8;
     v.push_back(n);
   }
+  // Epilogue clipping, 300 query rows. Head dim 40 (head-dim tile 64, 192-row tiles): the dense TMA store of O is
+  // one box cut at column 40; the last tile's last warpgroup slice (rows 320..383) lies wholly past the end and is
+  // not stored, and the slice before it is cut at row 300. Head dim 96 (tile 128): the 16-byte stores skip the
+  // columns past 96 and the rows past 300. Padded rows catch a write past head_dim.
+  for (int d : {96, 40}) {
+    Named n{"tma_store_clip_d" + std::to_string(d), dense(2, 3, 1, 300, 500, d, MaskType::kNone)};
+    n.c.row_pad = 8;
+    v.push_back(n);
+  }
   // Tensors without rows: no query rows (nothing to do) and no keys (O = 0, LSE = −inf), dense and varlen.
   v.push_back({"dense_sq0", dense(2, 4, 4, 0, 64, 64, MaskType::kNone)});
   v.push_back({"dense_sk0", dense(2, 4, 4, 64, 0, 64, MaskType::kCausal, CausalAlign::kQEnd)});

@@ -77,7 +77,15 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
                           Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{}, _1{});
   p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Config::SmemLayoutK{}),
                           Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{}, _1{});
+  // O for the TMA store (kernels with Config::kTmaStoreO, dense problems; the varlen path stores rows itself),
+  // strides as the loads' tensors.
+  auto mO = make_tensor(make_gmem_ptr(static_cast<Element*>(a.o)),
+                       gmem(a.o, rows_q, a.heads_q, a.o_row_stride, a.o_head_stride, a.o_batch_stride).layout());
+  if constexpr (Config::kTmaStoreO)
+    p.tma_o = make_tma_copy(SM90_TMA_STORE{}, mO, take<0, 2>(typename Config::SmemLayoutOSwizzled{}),
+                            Shape<_64, Int<Config::kHeadDim>>{}, _1{});
   p.shape_q = mQ.shape();
+  p.shape_o = mO.shape();
   p.shape_k = mK.shape();
   p.o = static_cast<Element*>(a.o);
   p.o_row_stride = a.o_row_stride;

@@ -77,8 +77,22 @@ struct FwdConfig {
   // V viewed as the B operand of O = P·V: (head dim, keys, stage), head dim contiguous (MN-major).
   using SmemLayoutVt = decltype(composition(
       SmemLayoutV{}, make_ordered_layout(Shape<HD, BlkN, Int<kStages>>{}, Step<_2, _1, _3>{})));
-  // Output staging: row-major, rows padded by 8 elements (16 bytes) against bank conflicts.
-  using SmemLayoutO = Layout<Shape<BlkM, HD>, Stride<Int<kHeadDim + 8>, _1>>;
+  // Epilogue. At head-dim tiles up to 64, O goes with stmatrix into a swizzled 64-row staging slice per consumer
+  // warpgroup, and one thread stores the slice with TMA (dense problems; varlen entries use 16-byte stores from the
+  // same slice). At 128, O goes into a padded row-major staging tile and every thread stores 16-byte chunks: there
+  // the TMA store ran 2.4–3.6 % slower at 4k–16k keys non-causal; at 64 it gained 1.5–4.7 % at 512–2k keys and
+  // causal, and lost 0.5–1.8 % at 4k–16k non-causal (docs/perf-log.md, v7).
+  static constexpr bool kTmaStoreO = kHeadDim <= 64;
+  // Swizzled staging, like Q: (row in the slice, head dim, warpgroup); the TMA store's source.
+  using SmemAtomO = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, _64, HD>());
+  using SmemLayoutOSwizzled = decltype(tile_to_shape(SmemAtomO{}, Shape<_64, HD, Int<kConsumerWGs>>{}));
+  // The same buffer as the (tile rows, head dim) view the MMA partitions: tile row 64·w + r is (r, ·, w).
+  using SmemLayoutOTile = decltype(composition(
+      SmemLayoutOSwizzled{},
+      Layout<Shape<Shape<_64, Int<kConsumerWGs>>, HD>, Stride<Stride<_1, Int<64 * kHeadDim>>, _64>>{}));
+  // Row-major staging (tile rows, head dim), rows padded by 8 elements (16 bytes) against bank conflicts.
+  using SmemLayoutOPadded = Layout<Shape<BlkM, HD>, Stride<Int<kHeadDim + 8>, _1>>;
+  using SmemLayoutO = std::conditional_t<kTmaStoreO, SmemLayoutOSwizzled, SmemLayoutOPadded>;
 
   using PipelineQ = cutlass::PipelineTmaAsync<kStagesQ>;
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
@@ -87,7 +101,7 @@ struct FwdConfig {
     cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
     cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cosize_v<SmemLayoutV>, 1024> v;
-    cute::array_aligned<Element, cosize_v<SmemLayoutO>, 128> o;
+    cute::array_aligned<Element, cosize_v<SmemLayoutO>, (kTmaStoreO ? 1024 : 128)> o;
     typename PipelineQ::SharedStorage pipe_q;
     typename PipelineKV::SharedStorage pipe_k;
     typename PipelineKV::SharedStorage pipe_v;
@@ -108,6 +122,12 @@ struct FwdConfig {
                                       _1{}));
   using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}), Shape<BlkN, HD>{},
                                        _1{}));
+  using GmemTensorO = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)),
+                                           make_layout(GmemShape{}, GmemStride{})));
+  // O of one warpgroup's 64 rows (used where kTmaStoreO); rows past seqlen_q and columns past head_dim lie outside
+  // the tensor and are not written (dense problems only: a varlen entry's end is not a tensor bound).
+  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensorO{}, take<0, 2>(SmemLayoutOSwizzled{}),
+                                      Shape<_64, HD>{}, _1{}));
 };
 
 /// Kernel parameters (passed by value as a __grid_constant__; TMA descriptors live inside).
@@ -115,6 +135,8 @@ template <class Config>
 struct FwdKernelParams {
   using Element = typename Config::Element;
   typename Config::TmaQ tma_q;
+  typename Config::TmaO tma_o;  // set where Config::kTmaStoreO; used for dense problems
+  typename Config::GmemShape shape_o;
   typename Config::TmaKV tma_k;
   typename Config::TmaKV tma_v;
   typename Config::GmemShape shape_q;
@@ -255,6 +277,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    if constexpr (Config::kTmaStoreO) cute::prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
   }
 
   using Role = typename PipelineKV::ThreadCategory;
@@ -277,6 +300,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Config::SmemLayoutK{});
   Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Config::SmemLayoutV{});
   Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Config::SmemLayoutVt{});
+  // kTmaStoreO: (64, HD, WG); else (BlockM, HD)
   Tensor sO = make_tensor(make_smem_ptr(ss.o.data()), typename Config::SmemLayoutO{});
 
   if (warp_group == 0) {
@@ -545,25 +569,77 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         p.lse[idx] = lse;
       }
     }
-    Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
-    CUTLASS_PRAGMA_UNROLL
-    for (int r = 0; r < kRows; ++r)
-      CUTLASS_PRAGMA_UNROLL
-      for (int c = 0; c < size<1>(O); ++c) sO(get<0>(Oc(r, c)), get<1>(Oc(r, c))) = static_cast<Element>(O(r, c) * inv[r]);
-    cutlass::arch::NamedBarrier::sync(128, wg_barrier);
-    constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-    Element* o_base = p.o + (p.cu_q ? 0 : int64_t(w.b) * p.o_batch_stride) + int64_t(w.h) * p.o_head_stride;
-    for (int idx = tid_wg; idx < 64 * kChunks; idx += 128) {
-      const int row = wg * 64 + idx / kChunks;
-      const int col = (idx % kChunks) * 8;
-      const int i = w.m_block * kBlockM + row;
-      if (i < w.sq && col < p.head_dim) {
-        const uint4 val = *reinterpret_cast<const uint4*>(&sO(row, col));
-        *reinterpret_cast<uint4*>(o_base + int64_t(w.q_off + i) * p.o_row_stride + col) = val;
+    if constexpr (Config::kTmaStoreO) {
+      // This warpgroup's staging slice may still be read by the TMA store of its previous tile.
+      if (tid_wg == 0) tma_store_wait<0>();
+      cutlass::arch::NamedBarrier::sync(128, wg_barrier);
+      Tensor sOt = make_tensor(make_smem_ptr(ss.o.data()), typename Config::SmemLayoutOTile{});  // (BlockM, HD)
+      Tensor sOw = sO(_, _, wg);  // (64, head dim)
+      {
+        // O / row_sum in the input type, in the accumulator's layout, then to shared memory with stmatrix.
+        Tensor tOrOut = make_tensor<Element>(tOrO.layout());
+        Tensor Out = make_tensor(tOrOut.data(), acc_rowcol(tOrO.layout()));
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < kRows; ++r)
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < size<1>(O); ++c) Out(r, c) = static_cast<Element>(O(r, c) * inv[r]);
+        auto smem_copy_o = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
+        auto thr_copy_o = smem_copy_o.get_thread_slice(tid);
+        copy(smem_copy_o, thr_copy_o.retile_S(tOrOut), thr_copy_o.partition_D(sOt));
       }
+      const int row0 = w.m_block * kBlockM + 64 * wg;  // first row of this warpgroup's slice
+      if (p.cu_q == nullptr) {
+        // Dense: one TMA store per warpgroup, issued by one thread; the warpgroup goes on to its next tile while the
+        // copy engine writes O (the store tensor's bounds clip rows past seqlen_q and columns past head_dim).
+        cutlass::arch::fence_view_async_shared();
+        cutlass::arch::NamedBarrier::sync(128, wg_barrier);
+        if (tid_wg == 0 && row0 < w.sq) {
+          Tensor mO = p.tma_o.get_tma_tensor(p.shape_o);
+          Tensor gO = local_tile(mO(_, _, w.h, w.b), Shape<_64, Int<kHeadDim>>{}, make_coord(row0 / 64, _0{}));
+          auto tma_slice = p.tma_o.get_slice(_0{});
+          copy(p.tma_o, tma_slice.partition_S(sOw), tma_slice.partition_D(gO));
+          tma_store_arrive();
+        }
+      } else {
+        // Varlen: 16-byte stores of the rows inside the entry.
+        cutlass::arch::NamedBarrier::sync(128, wg_barrier);
+        constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+        Element* o_base = p.o + int64_t(w.h) * p.o_head_stride;
+        for (int idx = tid_wg; idx < 64 * kChunks; idx += 128) {
+          const int row = idx / kChunks;
+          const int col = (idx % kChunks) * 8;
+          const int i = row0 + row;
+          if (i < w.sq && col < p.head_dim) {
+            const uint4 val = *reinterpret_cast<const uint4*>(&sOw(row, col));
+            *reinterpret_cast<uint4*>(o_base + int64_t(w.q_off + i) * p.o_row_stride + col) = val;
+          }
+        }
+      }
+    } else {
+      Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < kRows; ++r)
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < size<1>(O); ++c)
+          sO(get<0>(Oc(r, c)), get<1>(Oc(r, c))) = static_cast<Element>(O(r, c) * inv[r]);
+      cutlass::arch::NamedBarrier::sync(128, wg_barrier);
+      constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+      Element* o_base = p.o + (p.cu_q ? 0 : int64_t(w.b) * p.o_batch_stride) + int64_t(w.h) * p.o_head_stride;
+      for (int idx = tid_wg; idx < 64 * kChunks; idx += 128) {
+        const int row = wg * 64 + idx / kChunks;
+        const int col = (idx % kChunks) * 8;
+        const int i = w.m_block * kBlockM + row;
+        if (i < w.sq && col < p.head_dim) {
+          const uint4 val = *reinterpret_cast<const uint4*>(&sO(row, col));
+          *reinterpret_cast<uint4*>(o_base + int64_t(w.q_off + i) * p.o_row_stride + col) = val;
+        }
+      }
+      cutlass::arch::NamedBarrier::sync(128, wg_barrier);
     }
-    cutlass::arch::NamedBarrier::sync(128, wg_barrier);
   }
+  // The shared memory must outlive the last TMA store's reads.
+  if constexpr (Config::kTmaStoreO)
+    if (tid_wg == 0) tma_store_wait<0>();
 }
 
 }  // namespace fmha::kernel
