@@ -172,10 +172,16 @@ FwdParams fwd_resolve_schedule(const FwdParams& in) {
   // and varlen problems keep v2's choice: persistent when every row is short (its producer hides the next tile's
   // first loads), one CTA per tile on long rows (the hardware balances the unequal causal tiles better than the
   // static round robin), and ping-pong at head dim 128 causal (+2-8 % there; at d <= 64 it costs 2-10 %, v2/v5).
+  // "Short" is up to 4096 keys for dense causal problems (persistent was 0.3-2.6 % faster at 4k in each of three
+  // runs at both head dims, v7; one CTA per tile wins from 8k) and up to 2048 for varlen (a mixed batch of entries
+  // up to 4096 keys ran 2 % slower persistent at d 128 causal, v5).
   const bool causal = p.mask == MaskType::kCausal;
-  const bool dense_noncausal = !causal && p.cu_seqlens_q == nullptr;
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const bool dense_noncausal = !causal && !varlen;
+  const int persistent_max_keys = varlen ? 2048 : 4096;
   if (p.scheduler == TileScheduler::kAuto)
-    p.scheduler = dense_noncausal || p.seqlen_k <= 2048 ? TileScheduler::kPersistent : TileScheduler::kIndividual;
+    p.scheduler = dense_noncausal || p.seqlen_k <= persistent_max_keys ? TileScheduler::kPersistent
+                                                                       : TileScheduler::kIndividual;
   if (p.pingpong == Toggle::kAuto) p.pingpong = causal && fwd_tile(p.head_dim) > 64 ? Toggle::kOn : Toggle::kOff;
   return p;
 }

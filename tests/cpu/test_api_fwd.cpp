@@ -132,14 +132,22 @@ TEST(ApiFwd, ScheduleHeuristics) {
   fmha::FwdParams p = valid();
   p.mask = fmha::MaskType::kCausal;
   fmha::FwdParams r = fmha::fwd_resolve_schedule(p);
-  EXPECT_EQ(r.scheduler, fmha::TileScheduler::kIndividual);  // long causal rows
+  EXPECT_EQ(r.scheduler, fmha::TileScheduler::kPersistent);  // dense causal up to 4096 keys
   EXPECT_EQ(r.pingpong, fmha::Toggle::kOn);                  // head-dim tile 128, causal
+  p.seqlen_k = 4097;
+  r = fmha::fwd_resolve_schedule(p);
+  EXPECT_EQ(r.scheduler, fmha::TileScheduler::kIndividual);  // long causal rows
+  EXPECT_EQ(r.pingpong, fmha::Toggle::kOn);
+  p.seqlen_k = 4096;
   p.mask = fmha::MaskType::kNone;
   r = fmha::fwd_resolve_schedule(p);
   EXPECT_EQ(r.scheduler, fmha::TileScheduler::kPersistent);  // dense non-causal: persistent at every length
   EXPECT_EQ(r.pingpong, fmha::Toggle::kOff);                 // and no ping-pong
   p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(g_buf);
   EXPECT_EQ(fmha::fwd_resolve_schedule(p).scheduler, fmha::TileScheduler::kIndividual);  // varlen, long rows
+  p.seqlen_k = 2048;
+  EXPECT_EQ(fmha::fwd_resolve_schedule(p).scheduler, fmha::TileScheduler::kPersistent);  // varlen, short rows
+  p.seqlen_k = 4096;
   p.cu_seqlens_q = p.cu_seqlens_k = nullptr;
   p.mask = fmha::MaskType::kCausal, p.seqlen_k = 2048, p.head_dim = 64;
   r = fmha::fwd_resolve_schedule(p);
@@ -154,7 +162,7 @@ TEST(ApiFwd, ScheduleHeuristics) {
 TEST(ApiFwd, KernelNames) {
   fmha::FwdParams p = valid();
   p.mask = fmha::MaskType::kCausal, p.causal_align = fmha::CausalAlign::kQEnd;
-  EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd bf16 d128 tma ws 128x128 causal-qend individual pingpong");
+  EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd bf16 d128 tma ws 128x128 causal-qend persistent pingpong");
   p.head_dim = 40, p.seqlen_k = 100, p.dtype = fmha::DType::kFP16, p.mask = fmha::MaskType::kNone;
   fmha::set_contiguous_strides(p);
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 192x128 none persistent");
