@@ -147,7 +147,9 @@ TEST(ApiFwd, ScheduleHeuristics) {
   EXPECT_EQ(fmha::fwd_resolve_schedule(p).scheduler, fmha::TileScheduler::kIndividual);  // varlen, long rows
   p.seqlen_k = 2048;
   EXPECT_EQ(fmha::fwd_resolve_schedule(p).scheduler, fmha::TileScheduler::kPersistent);  // varlen, short rows
-  p.seqlen_k = 4096;
+  p.mask = fmha::MaskType::kCausal, p.seqlen_k = 2049;
+  EXPECT_EQ(fmha::fwd_resolve_schedule(p).scheduler, fmha::TileScheduler::kIndividual);  // varlen causal: 2048 limit
+  p.mask = fmha::MaskType::kNone, p.seqlen_k = 4096;
   p.cu_seqlens_q = p.cu_seqlens_k = nullptr;
   p.mask = fmha::MaskType::kCausal, p.seqlen_k = 2048, p.head_dim = 64;
   r = fmha::fwd_resolve_schedule(p);

@@ -203,6 +203,15 @@ std::vector<Named> edge_cases() {
     n.c.sm_count = 1;
     v.push_back(n);
   }
+  // Head-dim tile 64 on one persistent CTA: each consumer warpgroup stores O of 30 tiles through the same staging
+  // slice, so the wait for the previous tile's TMA store before the slice is rewritten is exercised (also in the
+  // sanitizer smoke set of scripts/gpu_check.sh).
+  {
+    Named n{"d64_persistent_sm1", dense(2, 3, 3, 900, 700, 64, MaskType::kNone)};
+    n.c.scheduler = fmha::TileScheduler::kPersistent;
+    n.c.sm_count = 1;
+    v.push_back(n);
+  }
   // GQA with a ratio that is not a power of two, persistent scheduler.
   {
     Named g{"gqa_6_2_persistent", dense(3, 6, 2, 700, 900, 128, MaskType::kCausal, CausalAlign::kQEnd)};

@@ -80,8 +80,8 @@ struct FwdConfig {
   // Epilogue. At head-dim tiles up to 64, O goes with stmatrix into a swizzled 64-row staging slice per consumer
   // warpgroup, and one thread stores the slice with TMA (dense problems; varlen entries use 16-byte stores from the
   // same slice). At 128, O goes into a padded row-major staging tile and every thread stores 16-byte chunks: there
-  // the TMA store ran 2.4–3.6 % slower at 4k–16k keys non-causal; at 64 it gained 1.5–4.7 % at 512–2k keys and
-  // causal, and lost 0.5–1.8 % at 4k–16k non-causal (docs/perf-log.md, v7).
+  // the TMA store ran 2.5–3.6 % slower at 2k–16k keys non-causal; at 64 it gained 1.5–4.6 % at 512–2k keys and
+  // causal, and lost up to 1.8 % at 4k–16k non-causal (three runs; docs/perf-log.md, v7).
   static constexpr bool kTmaStoreO = kHeadDim <= 64;
   // Swizzled staging, like Q: (row in the slice, head dim, warpgroup); the TMA store's source.
   using SmemAtomO = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, _64, HD>());
@@ -530,7 +530,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         // block runs before it and serialises softmax and P·V. A never-taken branch (it also keeps P live, so that
         // no softmax temporary takes one of P's registers while the P·V reads them) closes the block first.
         // It cannot be taken: row_sum is a sum of exp2 results, each >= +0 or NaN, and NaN < 0 is false. (Were it
-        // taken, the store would land in warpgroup 0's O staging rows.) Re-check the SASS after touching this:
+        // taken, the store would land in warpgroup 0's O staging rows, at head-dim tiles <= 64 possibly while the
+        // TMA store of its previous tile still reads them.) Re-check the SASS after touching this:
         // WARPGROUP.DEPBAR.LE gsb0, 0x0 must follow the block's MUFU.EX2 instructions.
         if (row_sum[0] < 0.f) {
           CUTLASS_PRAGMA_UNROLL
