@@ -8,7 +8,8 @@
 #
 # BUILD_DIR default build; OUT_DIR default gpu-results (logs and JSON land there);
 # STEPS: comma list of tests,cli,sanitizer,bench,profile (default: all but profile). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
-# FMHA_GTEST_FILTER restricts the GoogleTest cases (default all). FMHA_GPU_PACK=1 packs everything written under
+# FMHA_GTEST_FILTER restricts the GoogleTest cases (default all); FMHA_PROFILE_ARGS picks the profiled problem
+# (fmha_fwd options). FMHA_GPU_PACK=1 packs everything written under
 # OUT_DIR into OUT_DIR/gpu_check.tgz at the end (the device tool brings back at most 8 files per call).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -64,19 +65,21 @@ if [[ $steps == *,bench,* ]]; then
   summary+=("bench:       rc=$rc (table below, JSON in bench_fwd.json)")
 fi
 if [[ $steps == *,profile,* ]]; then
-  # One forward launch (bf16, d 128, 8k, non-causal, the default schedule) under Nsight Compute: tensor-pipe and
-  # MUFU (exp2) utilisation, issue stalls. Clocks left alone (--clock-control none), as METHOD.md asks.
+  # One forward launch under Nsight Compute (FMHA_PROFILE_ARGS: the fmha_fwd problem options; default bf16, d 128,
+  # 8k, non-causal, the default schedule): tensor-pipe and MUFU (exp2) utilisation, issue stalls. Clocks left alone
+  # (--clock-control none), as METHOD.md asks. The report is OUT/fwd_profile.ncu-rep.
+  # shellcheck disable=SC2086  # FMHA_PROFILE_ARGS: fmha_fwd options, word-split on purpose
   ncu --clock-control none --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 --set full \
-      --export "$out/fwd_d128_8k" --force-overwrite \
-      "$build/bin/fmha_fwd" --dtype=bf16 --b=2 --h=16 --q=8192 --k=8192 --d=128 --iterations=1 \
+      --export "$out/fwd_profile" --force-overwrite \
+      "$build/bin/fmha_fwd" ${FMHA_PROFILE_ARGS:---dtype=bf16 --b=2 --h=16 --q=8192 --k=8192 --d=128} --iterations=1 \
       --warmup_iterations=1 > "$out/profile.log" 2>&1
   rc=$?
   [ $rc -eq 0 ] || failed=1
-  ncu --import "$out/fwd_d128_8k.ncu-rep" --page details --csv > "$out/profile_details.csv" 2>/dev/null
+  ncu --import "$out/fwd_profile.ncu-rep" --page details --csv > "$out/profile_details.csv" 2>/dev/null
   # Every metric (pipe utilisation, stall reasons) and the per-instruction SASS view with its stall samples.
-  ncu --import "$out/fwd_d128_8k.ncu-rep" --page raw --csv > "$out/profile_raw.csv" 2>/dev/null
-  ncu --import "$out/fwd_d128_8k.ncu-rep" --page source --print-source sass --csv > "$out/profile_sass.csv" 2>/dev/null
-  summary+=("profile:     rc=$rc (fwd_d128_8k.ncu-rep, profile_details.csv)")
+  ncu --import "$out/fwd_profile.ncu-rep" --page raw --csv > "$out/profile_raw.csv" 2>/dev/null
+  ncu --import "$out/fwd_profile.ncu-rep" --page source --print-source sass --csv > "$out/profile_sass.csv" 2>/dev/null
+  summary+=("profile:     rc=$rc (fwd_profile.ncu-rep, profile_details.csv)")
   grep -E '"(SM Busy|Issue Slots Busy|Compute \(SM\) Throughput|Memory Throughput|Registers Per Thread|Achieved Occupancy)"' \
     "$out/profile_details.csv" | cut -d, -f13- | head -12
 fi
