@@ -10,9 +10,9 @@ namespace fmha::tiles {
 constexpr int fwd_head_dim_tile(int head_dim) { return head_dim <= 32 ? 32 : head_dim <= 64 ? 64 : 128; }
 
 /// Default query rows per CTA tile (fwd_block_m_for below picks the tile of a problem): 64 per consumer warpgroup;
-/// three consumer warpgroups at head-dim tiles up to 64 (a
-/// short Q·Kᵀ leaves each softmax less GEMM time to hide behind, so a third warpgroup's GEMMs fill the gap, as in
-/// FlashAttention-3's d 64 kernels), two at 128 (registers: O alone takes 64 per thread there).
+/// three consumer warpgroups at head-dim tiles up to 64 (a short Q·Kᵀ leaves each softmax less GEMM time to hide
+/// behind, so a third warpgroup's GEMMs fill the gap, as in FlashAttention-3's d 64 kernels), two at 128
+/// (registers: O alone takes 64 per thread there).
 constexpr int fwd_block_m(int head_dim_tile) { return head_dim_tile <= 64 ? 192 : 128; }
 
 /// Longest key length (per entry; the varlen maximum) for which causal problems at head-dim tiles up to 64 use
