@@ -212,6 +212,20 @@ std::vector<Named> edge_cases() {
     n.c.sm_count = 1;
     v.push_back(n);
   }
+  // Causal q-end with 100 more queries than keys, on one persistent CTA (pipelines and the ping-pong turn ring carry
+  // over across many tiles): in the first tiles the first warpgroup's rows see no key at all (O = 0, LSE = −inf)
+  // while a later warpgroup's rows of the same tile do, so the tile walks blocks that are wholly masked for some of
+  // its warpgroups. Head dim 64 at 1200 keys runs 192-row tiles, head dim 128 runs 128-row tiles. (Written for an
+  // experiment in which such warpgroups skipped those blocks, docs/perf-log.md v8; the main kernel walks them.)
+  for (auto pp : {fmha::Toggle::kOff, fmha::Toggle::kOn})
+    for (int d : {64, 128}) {
+      Named n{"qend_unseen_d" + std::to_string(d) + "_sm1" + (pp == fmha::Toggle::kOn ? "_pingpong" : ""),
+              dense(2, 3, 3, 1300, 1200, d, MaskType::kCausal, CausalAlign::kQEnd)};
+      n.c.scheduler = fmha::TileScheduler::kPersistent;
+      n.c.pingpong = pp;
+      n.c.sm_count = 1;
+      v.push_back(n);
+    }
   // GQA with a ratio that is not a power of two, persistent scheduler.
   {
     Named g{"gqa_6_2_persistent", dense(3, 6, 2, 700, 900, 128, MaskType::kCausal, CausalAlign::kQEnd)};
@@ -376,7 +390,10 @@ TEST(FwdGpu, AllScheduleVariantsMatchReference) {
                         // Causal at head-dim tiles ≤ 64 with more than kFwdShortCausalMaxKeys keys: 192-row tiles
                         // (the shorter ones above run 128-row tiles).
                         varlen(8, 2, 64, {1100, 1, 2048, 77}, {1500, 9, 1030, 0}, MaskType::kCausal),
-                        dense(1, 4, 2, 1300, 1100, 32, MaskType::kCausal, CausalAlign::kQEnd)}) {
+                        dense(1, 4, 2, 1300, 1100, 32, MaskType::kCausal, CausalAlign::kQEnd),
+                        // Warpgroups whose rows see no key of the tile's walk (100 more queries than keys).
+                        dense(1, 3, 3, 1300, 1200, 64, MaskType::kCausal, CausalAlign::kQEnd),
+                        dense(1, 2, 2, 400, 300, 128, MaskType::kCausal, CausalAlign::kQEnd)}) {
         c.scheduler = sched;
         c.pingpong = pp;
         auto r = run_fwd_case(c);
