@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Profiles fmha's forward kernel and cuDNN's (PyTorch SDPA) on the same problem with Nsight Compute (--set full,
-# clocks left alone as METHOD.md asks), and writes a side-by-side table of the metrics that tell where the time goes:
-# duration, tensor-pipe and MUFU (xu) activity, issue slots, instruction counts by pipe, registers, shared memory,
-# grid and block size, warp stall reasons. Run on the GPU machine.
+# clocks left alone as METHOD.md asks), and writes a side-by-side table of the metrics that tell where the time goes
+# (scripts/ncu_compare.py): duration, grid and block size, registers, shared memory, tensor-pipe and MUFU (xu)
+# activity, issue slots, L2 hit rate, warp stall reasons, and executed instructions and stall samples per SASS
+# opcode. The cuDNN launch comes from bench/peer_launch.py (PyTorch SDPA, same inputs as bench/bench_fwd.py).
+# Run on the GPU machine; the .ncu-rep files open in the Nsight Compute GUI for the SASS of either kernel.
 #
 #   scripts/profile_pair.sh BUILD_DIR OUT_DIR DTYPE B H S D CAUSAL(0|1) [NAME]
 #
@@ -34,32 +36,7 @@ for who in fmha cudnn; do
   # Per-instruction SASS with execution counts and stall samples (opcode mix of each kernel).
   ncu --import "$out/${name}_$who.ncu-rep" --page source --print-source sass --csv > "$out/${name}_${who}_sass.csv" 2>/dev/null
 done
-python3 - "$out/${name}_fmha_raw.csv" "$out/${name}_cudnn_raw.csv" > "$out/${name}_compare.txt" <<'PY'
-import csv, sys
-def load(path):
-    try:
-        rows = list(csv.reader(open(path)))
-    except OSError:
-        return {}
-    if len(rows) < 3:
-        return {}
-    return dict(zip(rows[0], rows[2]))  # header, units, first kernel
-a, c = load(sys.argv[1]), load(sys.argv[2])
-keys = ["Kernel Name", "gpu__time_duration.sum", "sm__cycles_elapsed.avg", "launch__grid_size", "launch__block_size",
-        "launch__registers_per_thread", "launch__shared_mem_per_block_dynamic", "launch__occupancy_limit_shared_mem",
-        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-        "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
-        "sm__instruction_throughput.avg.pct_of_peak_sustained_active",
-        "smsp__issue_active.avg.pct_of_peak_sustained_active", "smsp__inst_executed.sum",
-        "smsp__inst_executed_pipe_xu.sum", "smsp__inst_executed_pipe_fma.sum", "smsp__inst_executed_pipe_alu.sum",
-        "smsp__inst_executed_pipe_fmaheavy.sum", "smsp__inst_executed_pipe_lsu.sum", "smsp__inst_executed_pipe_uniform.sum",
-        "sm__warps_active.avg.pct_of_peak_sustained_active", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-        "lts__t_sector_hit_rate.pct", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"]
-keys += sorted(k for k in set(a) | set(c) if k.startswith("smsp__average_warps_issue_stalled_") and k.endswith("_per_issue_active.ratio"))
-print(f"{'metric':<90} {'fmha':>22} {'cudnn':>22}")
-for k in keys:
-    va, vc = a.get(k, "-"), c.get(k, "-")
-    print(f"{k:<90} {va[:60]:>22} {vc[:60]:>22}")
-PY
+python3 "$root/scripts/ncu_compare.py" fmha "$out/${name}_fmha_raw.csv" "$out/${name}_fmha_sass.csv" \
+  cudnn "$out/${name}_cudnn_raw.csv" "$out/${name}_cudnn_sass.csv" > "$out/${name}_compare.txt"
 echo "profile_pair $name: fmha rc=$rc1, cudnn rc=$rc2 ($out/${name}_compare.txt)"
 [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]
