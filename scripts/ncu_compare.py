@@ -26,7 +26,7 @@ STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_a
 def load_raw(path):
     """First kernel row of a raw-page CSV as ({metric: value}, {metric: unit}); empty dicts when unreadable."""
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", errors="replace") as f:
             rows = list(csv.reader(f))
     except OSError:
         return {}, {}
@@ -39,7 +39,7 @@ def load_opcodes(path):
     """(executed warp instructions, stall samples) per opcode of a source-page CSV; empty counters when unreadable."""
     executed, samples = collections.Counter(), collections.Counter()
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", errors="replace") as f:
             rows = list(csv.reader(f))
     except OSError:
         return executed, samples
@@ -47,7 +47,8 @@ def load_opcodes(path):
     if header is None:
         return executed, samples
     i_src, i_exe = header.index("Source"), header.index("Instructions Executed")
-    i_smp = header.index("Warp Stall Sampling (All Samples)")
+    sampled = "Warp Stall Sampling (All Samples)" in header  # absent when the profile took no warp samples
+    i_smp = header.index("Warp Stall Sampling (All Samples)") if sampled else i_exe
     for r in rows[rows.index(header) + 1:]:
         if len(r) <= max(i_src, i_exe, i_smp) or not r[i_src].strip():
             continue
@@ -56,7 +57,7 @@ def load_opcodes(path):
         op = op.split(".")[0]
         try:
             executed[op] += int(r[i_exe].replace(",", "") or 0)
-            samples[op] += int(r[i_smp].replace(",", "") or 0)
+            samples[op] += int(r[i_smp].replace(",", "") or 0) if sampled else 0
         except ValueError:
             continue
     return executed, samples
@@ -70,6 +71,7 @@ def main(argv):
     name_a, raw_a, sass_a, name_b, raw_b, sass_b = argv[1:]
     (a, units_a), (b, units_b) = load_raw(raw_a), load_raw(raw_b)
     stalls = sorted(k for k in set(a) | set(b) if k.startswith(STALL_PREFIX) and k.endswith(STALL_SUFFIX))
+    print(f"{name_a}: {a.get('Kernel Name', '-')}\n{name_b}: {b.get('Kernel Name', '-')}\n")
     print(f"{'metric':<72} {name_a:>24} {name_b:>24}")
     for k in METRICS + stalls:
         label = k[len(STALL_PREFIX):-len(STALL_SUFFIX)] + " (stall per issue)" if k in stalls else k

@@ -9,9 +9,10 @@ import tempfile
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "ncu_compare.py")
 
-RAW = '''"Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","launch__block_size"
-"","us","Mbyte",""
-"{name}","{time}","{dram}","{block}"
+RAW = '''"Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","launch__block_size",\
+"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"
+"","us","Mbyte","",""
+"{name}","{time}","{dram}","{block}","{wait}"
 '''
 SASS = '''"Kernel Name","{name}",
 "Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)","# Samples","Instructions Executed"
@@ -39,7 +40,8 @@ def main():
             files[who + "_raw"] = os.path.join(d, who + "_raw.csv")
             files[who + "_sass"] = os.path.join(d, who + "_sass.csv")
             with open(files[who + "_raw"], "w") as f:
-                f.write(RAW.format(name="kern_" + who, time=time, dram=dram, block=block))
+                f.write(RAW.format(name="kern_" + who + "_a_name_longer_than_the_columns", time=time, dram=dram, block=block,
+                                   wait="1.9" if who == "a" else "0.8"))
             with open(files[who + "_sass"], "w") as f:
                 f.write(SASS.format(name="kern_" + who, mufu=mufu, hgmma=hgmma))
         r = run("fmha", files["a_raw"], files["a_sass"], "cudnn", files["b_raw"], files["b_sass"])
@@ -53,10 +55,22 @@ def main():
         check(lines["HGMMA"][1:3] == ["0.30", "0.10"], f"HGMMA row {lines.get('HGMMA')}")
         # Samples: MUFU 40 of 50 samples in both.
         check(lines["MUFU"][3:5] == ["80.0", "80.0"], f"MUFU samples {lines.get('MUFU')}")
+        check(lines["wait"][1:] == ["(stall", "per", "issue)", "1.9", "0.8"], f"stall row {lines.get('wait')}")
+        check("fmha: kern_a_a_name_longer_than_the_columns" in r.stdout, "the full kernel name is printed")
         r = run("fmha", files["a_raw"], files["a_sass"], "cudnn", os.path.join(d, "missing.csv"), os.path.join(d, "x"))
         check(r.returncode == 0, "a missing file is not an error")
-        check(lines and "-" in next(ln for ln in r.stdout.splitlines() if ln.startswith("gpu__time")).split(),
-              "a missing file shows '-'")
+        row = next((ln.split() for ln in r.stdout.splitlines() if ln.startswith("gpu__time")), [])
+        check(row[-2:] == ["407.7", "-"], f"a missing file shows '-': {row}")
+        # A SASS table without the warp-sampling column (a profile without samples) still counts instructions.
+        nosamples = os.path.join(d, "nosamples.csv")
+        with open(files["a_sass"]) as f, open(nosamples, "w") as g:
+            for line in f:
+                cells = line.rstrip("\n").split('","')
+                g.write('","'.join(cells[:2] + cells[5:]) + "\n" if len(cells) > 5 else line)
+        r = run("fmha", files["a_raw"], nosamples, "cudnn", files["b_raw"], files["b_sass"])
+        check(r.returncode == 0, f"no sampling column: exit {r.returncode}, {r.stderr!r}")
+        mufu = next((ln.split() for ln in r.stdout.splitlines() if ln.startswith("MUFU")), [])
+        check(mufu[1:4] == ["2.00", "4.00", "0.0"], f"no sampling column: MUFU row {mufu}")
         r = run("only-one")
         check(r.returncode == 2 and "expected 6 arguments, got 1" in r.stderr, f"bad usage: {r.returncode} {r.stderr!r}")
     print("test_ncu_compare: ok")
