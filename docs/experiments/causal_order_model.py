@@ -8,7 +8,7 @@ the tiles of one wave (how many heads' K and V the concurrently running CTAs rea
 Orders: main (tile index over (batch, head) fastest, query blocks longest first, one section: the order on main);
 sect (the same in L2 sections of 16 MiB of K and V, what v5 measured for causal problems); snake (sections, CTA map
 reversed every other wave: the dropped exp/s8-order); pairs (sections, units of query blocks m_blocks - 1 - q and q
-of one head: exp/s8-pairs). Shapes of bench/bench_fwd.py: 16384 tokens, b = 16384 / s, h = 2048 / d, bf16, 132 CTAs.
+of one head, the middle blocks of odd counts after all pairs: exp/s8-pairs). Shapes of bench/bench_fwd.py: 16384 tokens, b = 16384 / s, h = 2048 / d, bf16, 132 CTAs.
 No arguments; no GPU needed; it models the static assignment only (no clocks, no memory system). Dense causal
 problems above 4096 keys run one CTA per tile (src/api/fwd.cpp), so the 8k rows only show the trend.
 """
@@ -21,16 +21,15 @@ def run(s, d, order, ctas=132, block_n=128):
     mb, bh = math.ceil(s / block_m), b * h
     sec = bh if order == "main" else max(1, min(bh, int(16 * 2**20 // (2 * s * d * 2))))
     cost = lambda m: math.ceil(min((m + 1) * block_m, s) / block_n) + 1.0
-    units = []  # each unit: the (bh, m_block) tiles one CTA takes in a row
+    units, middles = [], []  # each unit: the (bh, m_block) tiles one CTA takes in a row
     for bh0 in range(0, bh, sec):
         n_bh = min(sec, bh - bh0)
-        if order == "pairs":
-            for q in range((mb + 1) // 2):
-                for x in range(n_bh):
-                    hi = mb - 1 - q
-                    units.append([(bh0 + x, hi)] + ([(bh0 + x, q)] if q != hi else []))
+        if order == "pairs":  # full pairs per section; the middle blocks of odd counts after all of them
+            units += [[(bh0 + x, mb - 1 - q), (bh0 + x, q)] for q in range(mb // 2) for x in range(n_bh)]
+            middles += [[(bh0 + x, mb // 2)] for x in range(n_bh)] if mb % 2 else []
         else:
             units += [[(bh0 + r % n_bh, mb - 1 - r // n_bh)] for r in range(n_bh * mb)]
+    units += middles
     load, heads = [0.0] * ctas, []
     for k in range(math.ceil(len(units) / ctas)):
         wave = set()
