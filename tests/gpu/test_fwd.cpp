@@ -287,6 +287,22 @@ std::vector<Named> edge_cases() {
     v.push_back(l);
     v.push_back({"l2_sections_partial", dense(1, 6, 2, 256, 20000, 128, MaskType::kNone)});
   }
+  // Dense causal problems on a few persistent CTAs walk the paired order (exp/s8-pairs: units of query blocks
+  // m_blocks − 1 − q and q, in L2 sections): 40 heads of 2048 keys at d 64 are two sections (32 and 8 heads; 8 heads
+  // checked, spread over both) of 11 query blocks (192 rows; odd, so each head's middle block has a unit of its own);
+  // 6 query heads over 2 K/V heads with 20000 keys, causal q-end, sections of 4 and 2, 2 query blocks each; d 128 with
+  // 1300 rows, one section of 11 blocks (128 rows), also in the sanitizer set. (The paired order needs at least as
+  // many units as CTAs: 240, 6 and 48 here.)
+  for (auto [name, c, sms] : {std::tuple{"causal_pairs_sections_sm6", dense(1, 40, 40, 2048, 2048, 64, MaskType::kCausal), 6},
+                              std::tuple{"causal_pairs_qend_sm5",
+                                         dense(1, 6, 2, 256, 20000, 128, MaskType::kCausal, CausalAlign::kQEnd), 5},
+                              std::tuple{"causal_pairs_d128_sm5", dense(2, 4, 2, 1300, 1300, 128, MaskType::kCausal), 5}}) {
+    Named n{name, c};
+    n.c.scheduler = fmha::TileScheduler::kPersistent;
+    n.c.sm_count = sms;
+    if (n.c.heads_q == 40) n.c.check_heads = 8;
+    v.push_back(n);
+  }
   {
     Named l{"llama3_8b_varlen_mixed", varlen(32, 8, 128, {1000, 37, 4096, 2500, 1}, {1000, 37, 4096, 2500, 1},
                                              MaskType::kCausal)};

@@ -20,22 +20,45 @@ using detail::cuda_status;
 #define FMHA_TUNE_FWD_L2_SECTION_MIB 16
 #endif
 
+// A/B hooks (exp/s8-pairs): 1 = dense causal problems on the persistent scheduler walk units of two query blocks
+// whose causal lengths add up to about the same (kernel::decode_tile), and use L2 sections (fwd_l2_section_bh).
+#ifndef FMHA_TUNE_FWD_PAIR_ORDER
+#define FMHA_TUNE_FWD_PAIR_ORDER 1
+#endif
+#ifndef FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL
+#define FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL 1
+#endif
+
 /// (batch, head) pairs per section of the tile order (kernel::decode_tile): as many query heads as share K and V
 /// of at most FMHA_TUNE_FWD_L2_SECTION_MIB (a third of the H100/H200's 50 MB L2), at least one, at most all.
 /// K and V bytes per query head = 2 · seqlen_k · head_dim · element size / (heads_q / heads_kv).
-/// Causal problems keep one section: their tiles differ in length, and the global longest-first order balances the
-/// persistent scheduler's static round robin better (sections measured −5–8 % at causal 512–2k, ±3 % above).
+/// Causal problems kept one section on main: their tiles differ in length, and with the longest-first order only one
+/// section balances the persistent scheduler's static round robin (sections measured −5–8 % at causal 512–2k, ±3 %
+/// above, v5). With FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL, dense causal problems on the persistent scheduler get
+/// sections, balanced by the paired order (FMHA_TUNE_FWD_PAIR_ORDER; both needed, see fwd_pair_order).
 /// Varlen problems keep one section too: their entries differ in length as well, and sections sized by the longest
 /// entry were not measured.
-inline int fwd_l2_section_bh(const FwdParams& a, size_t element_bytes) {
+inline int fwd_l2_section_bh(const FwdParams& a, size_t element_bytes, bool pair_order) {
   const int64_t bh_count = int64_t(a.batch) * a.heads_q;
-  if (FMHA_TUNE_FWD_L2_SECTION_MIB <= 0 || a.mask == MaskType::kCausal || a.cu_seqlens_q != nullptr)
+  const bool causal_sections = FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL != 0 && pair_order;
+  if (FMHA_TUNE_FWD_L2_SECTION_MIB <= 0 || (a.mask == MaskType::kCausal && !causal_sections) ||
+      a.cu_seqlens_q != nullptr)
     return int(bh_count);
   const int group = a.heads_q / a.heads_kv;
   const double kv_bytes_per_head = 2.0 * std::max(a.seqlen_k, 1) * a.head_dim * double(element_bytes) / group;
   const double budget = double(FMHA_TUNE_FWD_L2_SECTION_MIB) * 1024 * 1024;
   const int64_t n = std::max<int64_t>(1, int64_t(budget / kv_bytes_per_head));
   return int(std::min(n, bh_count));
+}
+
+/// Whether a problem walks the paired tile order (kernel::decode_tile): dense causal problems on the persistent
+/// scheduler (one CTA per tile leaves the balance to the hardware, and varlen entries differ in their block counts)
+/// with at least as many units as CTAs (with fewer, pairing would run two tiles in series on one CTA while others
+/// idle), while the paired slot count 2 · ceil(m_blocks / 2) · batch · heads stays within 2^30 (an int with room).
+inline bool fwd_pair_order(const FwdParams& a, int m_blocks) {
+  const int64_t units = (int64_t(m_blocks) + 1) / 2 * a.batch * a.heads_q;
+  return FMHA_TUNE_FWD_PAIR_ORDER != 0 && a.mask == MaskType::kCausal && a.cu_seqlens_q == nullptr &&
+         a.scheduler == TileScheduler::kPersistent && units >= a.sm_count && 2 * units <= (int64_t(1) << 30);
 }
 
 template <class Config, bool Causal, bool PingPong>
@@ -46,7 +69,10 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
 
   const int block_m = Config::kBlockM;
   const int m_blocks = (a.seqlen_q + block_m - 1) / block_m;
-  const int num_tiles = m_blocks * a.batch * a.heads_q;  // ≤ 2^30, checked by fwd_validate
+  const bool pair_order = fwd_pair_order(a, m_blocks);
+  // ≤ 2^30, checked by fwd_validate (plain order) and fwd_pair_order (paired slots, one per tile and one per odd
+  // middle block)
+  const int num_tiles = (pair_order ? 2 * ((m_blocks + 1) / 2) : m_blocks) * a.batch * a.heads_q;
   if (num_tiles == 0) return Status::ok();  // no query rows: nothing to compute or write
 
   // (rows, head dim, heads, batch) views of the caller's tensors. Varlen tensors are one packed "batch".
@@ -103,7 +129,8 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   p.seqlen_k = a.seqlen_k;
   p.m_blocks = m_blocks;
   p.num_tiles = num_tiles;
-  p.section_bh = fwd_l2_section_bh(a, sizeof(Element));
+  p.section_bh = fwd_l2_section_bh(a, sizeof(Element), pair_order);
+  p.pair_order = pair_order;
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
   p.causal_qend = a.causal_align == CausalAlign::kQEnd;

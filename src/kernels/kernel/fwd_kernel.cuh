@@ -153,6 +153,7 @@ struct FwdKernelParams {
   int m_blocks;
   int num_tiles;
   int section_bh;    // (batch, head) pairs per L2 section of the tile order (≥ 1), see decode_tile
+  bool pair_order;   // causal pairs of query blocks per CTA (dense causal, persistent), see decode_tile
   float scale;       // softmax scale
   float scale_log2;  // scale · log2(e)
   bool causal_qend;
@@ -172,17 +173,40 @@ struct FwdTile {
 /// a few heads only (L2 reuse; the same idea as FlashAttention-3's L2-sized head sections in its tile scheduler).
 /// section_bh = batch · heads gives one section: (batch, head) fastest over the whole problem. The host keeps
 /// section_bh in [1, batch · heads], so section_bh · m_blocks ≤ num_tiles ≤ 2^30 fits an int.
-template <class Config>
+///
+/// Paired order (p.pair_order; exp/s8-pairs): the order runs over units of two slots, t = 2·u + s. Unit u holds
+/// query blocks m_blocks − 1 − q and q of one (batch, head) pair (2·q + 1 < m_blocks), the longer first: under a
+/// causal mask their key blocks add up to about the same for every q, so a static round robin over units balances
+/// the CTAs inside L2 sections too (the longest-first order only balances when every wave holds one block height,
+/// that is with one section). When m_blocks is odd the middle block's unit has it once: its second slot decodes to
+/// m_block = m_blocks, past the entry, which both loops skip; those units come after every pair, in (batch, head)
+/// order, so that they (half as long) fill the last waves. num_tiles = 2 · ceil(m_blocks / 2) · batch · heads.
+/// MayPair: the kernel is causal (only causal problems walk the paired order; false compiles the pairing away).
+template <bool MayPair, class Config>
 CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
   FwdTile w;
+  const bool pairs = MayPair && p.pair_order;
   const int bh_count = p.batch * p.heads_q;
-  const int per_section = p.section_bh * p.m_blocks;
-  const int section = t / per_section;
-  const int r = t - section * per_section;
-  const int bh0 = section * p.section_bh;
-  const int n_bh = min(p.section_bh, bh_count - bh0);  // the last section may be partial
-  const int bh = bh0 + r % n_bh;
-  w.m_block = p.m_blocks - 1 - r / n_bh;
+  const int slot = pairs ? (t & 1) : 0;
+  const int u = pairs ? (t >> 1) : t;
+  const int half = p.m_blocks >> 1;  // full pairs per (batch, head)
+  int bh;
+  if (pairs && u >= half * bh_count) {
+    // The middle block of an odd count: one unit per (batch, head), after every pair (half as long as a pair, they
+    // fill the last waves).
+    bh = u - half * bh_count;
+    w.m_block = slot == 0 ? half : p.m_blocks;
+  } else {
+    const int per_bh = pairs ? half : p.m_blocks;  // units per (batch, head)
+    const int per_section = p.section_bh * per_bh;
+    const int section = u / per_section;
+    const int r = u - section * per_section;
+    const int bh0 = section * p.section_bh;
+    const int n_bh = min(p.section_bh, bh_count - bh0);  // the last section may be partial
+    bh = bh0 + r % n_bh;
+    const int q = r / n_bh;
+    w.m_block = pairs && slot == 1 ? q : p.m_blocks - 1 - q;
+  }
   w.h = bh % p.heads_q;
   w.b = bh / p.heads_q;
   if (p.cu_q) {
@@ -197,6 +221,20 @@ CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
     w.sk = p.seqlen_k;
   }
   return w;
+}
+
+/// The tiles of this CTA, in increasing order: round robin over tiles (blockIdx.x, + gridDim.x, …), or with
+/// p.pair_order over units of two slots: CTA c takes slots 2·u and 2·u + 1 of units u = c, c + gridDim.x, …
+/// (decode_tile). first_tile gives the first index, next_tile the one after t. No overflow: t < num_tiles ≤ 2^30 and
+/// the persistent grid has at most one CTA per SM (the paired order is persistent only).
+template <bool MayPair, class Config>
+CUTLASS_DEVICE int first_tile(FwdKernelParams<Config> const& p) {
+  return MayPair && p.pair_order ? 2 * int(blockIdx.x) : int(blockIdx.x);
+}
+template <bool MayPair, class Config>
+CUTLASS_DEVICE int next_tile(FwdKernelParams<Config> const& p, int t) {
+  if (MayPair && p.pair_order) return (t & 1) ? t + 2 * int(gridDim.x) - 1 : t + 1;
+  return t + int(gridDim.x);
 }
 
 /// Issues one warpgroup MMA over all k-blocks; Wait ≥ 0 waits until at most Wait MMA batches remain in flight.
@@ -313,8 +351,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
     Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
     Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
-    for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
-      FwdTile w = decode_tile(p, t);
+    for (int t = first_tile<Causal>(p); t < p.num_tiles; t = next_tile<Causal>(p, t)) {
+      FwdTile w = decode_tile<Causal>(p, t);
       if (w.m_block * kBlockM >= w.sq) continue;
       Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM, w.sq};
       const int n_blocks = walk.n_blocks();
@@ -407,8 +445,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   };
   if (wg == kWGs - 1) turn_pass();  // a no-op without PingPong
 
-  for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
-    FwdTile w = decode_tile(p, t);
+  for (int t = first_tile<Causal>(p); t < p.num_tiles; t = next_tile<Causal>(p, t)) {
+    FwdTile w = decode_tile<Causal>(p, t);
     if (w.m_block * kBlockM >= w.sq) continue;
     Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM, w.sq};
     const int n_blocks = walk.n_blocks();
