@@ -50,7 +50,7 @@ if [[ $steps == *,sanitizer,* ]]; then
   filter+=':Edge/FwdCaseTest.MatchesReference/d32_persistent_sm1:Edge/FwdCaseTest.MatchesReference/d64_persistent_sm1'
   # Warpgroups whose rows see none of the tile's keys, with and without ping-pong, on one persistent CTA.
   filter+=':Edge/FwdCaseTest.MatchesReference/qend_unseen_d64_sm1*'
-  # The paired causal tile order (exp/s8-pairs) on 5 persistent CTAs.
+  # The paired causal tile order (perf-log v9) on 5 persistent CTAs.
   filter+=':Edge/FwdCaseTest.MatchesReference/causal_pairs_d128_sm5'
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 99 "$build/tests/fmha_gpu_tests" --gtest_filter="$filter" \

@@ -287,7 +287,7 @@ std::vector<Named> edge_cases() {
     v.push_back(l);
     v.push_back({"l2_sections_partial", dense(1, 6, 2, 256, 20000, 128, MaskType::kNone)});
   }
-  // Dense causal problems on a few persistent CTAs walk the paired order (exp/s8-pairs: units of query blocks
+  // Dense causal problems on a few persistent CTAs walk the paired order (units of query blocks
   // m_blocks − 1 − q and q, in L2 sections): 40 heads of 2048 keys at d 64 are two sections (32 and 8 heads; 8 heads
   // checked, spread over both) of 11 query blocks (192 rows; odd, so each head's middle block has a unit of its own);
   // 6 query heads over 2 K/V heads with 20000 keys, causal q-end, sections of 4 and 2, 2 query blocks each; d 128 with

@@ -174,7 +174,7 @@ struct FwdTile {
 /// section_bh = batch · heads gives one section: (batch, head) fastest over the whole problem. The host keeps
 /// section_bh in [1, batch · heads], so section_bh · m_blocks ≤ num_tiles ≤ 2^30 fits an int.
 ///
-/// Paired order (p.pair_order; exp/s8-pairs): the order runs over units of two slots, t = 2·u + s. Unit u holds
+/// Paired order (p.pair_order, perf-log v9): the order runs over units of two slots, t = 2·u + s. Unit u holds
 /// query blocks m_blocks − 1 − q and q of one (batch, head) pair (2·q + 1 < m_blocks), the longer first: under a
 /// causal mask their key blocks add up to about the same for every q, so a static round robin over units balances
 /// the CTAs inside L2 sections too (the longest-first order only balances when every wave holds one block height,
