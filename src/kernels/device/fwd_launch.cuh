@@ -22,7 +22,8 @@ using detail::cuda_status;
 
 // Tuning hooks (on by default, v9 in docs/perf-log.md): 1 = dense causal problems on the persistent scheduler walk
 // units of two query blocks whose causal lengths add up to about the same (kernel::decode_tile), and use L2 sections
-// (fwd_l2_section_bh). Measured +3–6 % at causal 512–1k, +1–4 % at d 128 causal 2k–4k on the H200.
+// (fwd_l2_section_bh). Measured on the H200: +3–6 % at causal 512–1k in most runs, −1.5 to +4.5 % at d 128 causal
+// 2k–4k, about −1 % at 8k–16k (code generation only: one CTA per tile there).
 #ifndef FMHA_TUNE_FWD_PAIR_ORDER
 #define FMHA_TUNE_FWD_PAIR_ORDER 1
 #endif
