@@ -63,6 +63,21 @@ inline bool fwd_pair_order(const FwdParams& a, int m_blocks) {
          a.scheduler == TileScheduler::kPersistent && units >= a.sm_count && 2 * units <= (int64_t(1) << 30);
 }
 
+/// Sets the divisors of kernel::decode_tile from p.batch, p.heads_q, p.m_blocks, p.section_bh and p.pair_order:
+/// units per section (section_bh · units per (batch, head): ⌊m_blocks / 2⌋ paired, m_blocks plain; at least 1, as a
+/// paired problem with one query block per head has no full pair and never divides), (batch, head) pairs of a full
+/// and of the last section, query heads. Every dividend is < num_tiles ≤ 2^30, inside FastDivmod's exact range.
+template <class Params>
+void fwd_tile_divisors(Params& p) {
+  const int bh_count = p.batch * p.heads_q;
+  const int per_bh = p.pair_order ? p.m_blocks / 2 : p.m_blocks;
+  const int sections = (bh_count + p.section_bh - 1) / p.section_bh;
+  p.div_section = cutlass::FastDivmod(std::max(1, p.section_bh * per_bh));
+  p.div_bh_full = cutlass::FastDivmod(p.section_bh);
+  p.div_bh_last = cutlass::FastDivmod(bh_count - (sections - 1) * p.section_bh);
+  p.div_heads = cutlass::FastDivmod(p.heads_q);
+}
+
 template <class Config, bool Causal, bool PingPong>
 Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   using Element = typename Config::Element;
@@ -133,6 +148,7 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   p.num_tiles = num_tiles;
   p.section_bh = fwd_l2_section_bh(a, sizeof(Element), pair_order);
   p.pair_order = pair_order;
+  fwd_tile_divisors(p);
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
   p.causal_qend = a.causal_align == CausalAlign::kQEnd;

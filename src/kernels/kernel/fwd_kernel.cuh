@@ -19,6 +19,7 @@
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/cutlass.h>
+#include <cutlass/fast_math.h>
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/numeric_conversion.h>
 #include <cutlass/pipeline/pipeline.hpp>
@@ -153,6 +154,10 @@ struct FwdKernelParams {
   int m_blocks;
   int num_tiles;
   int section_bh;    // (batch, head) pairs per L2 section of the tile order (≥ 1), see decode_tile
+  // decode_tile's divisors, precomputed on the host (integer division by a run-time value is ~25 dependent
+  // instructions with a MUFU.RCP; a FastDivmod is a multiply-high and a shift): units per section, (batch, head)
+  // pairs of a full section and of the last one, query heads. Set by fwd_tile_divisors.
+  cutlass::FastDivmod div_section, div_bh_full, div_bh_last, div_heads;
   bool pair_order;   // causal pairs of query blocks per CTA (dense causal, persistent), see decode_tile
   float scale;       // softmax scale
   float scale_log2;  // scale · log2(e)
@@ -197,18 +202,17 @@ CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
     bh = u - half * bh_count;
     w.m_block = slot == 0 ? half : p.m_blocks;
   } else {
-    const int per_bh = pairs ? half : p.m_blocks;  // units per (batch, head)
-    const int per_section = p.section_bh * per_bh;
-    const int section = u / per_section;
-    const int r = u - section * per_section;
+    // section = u / units per section (section_bh · units per (batch, head)), r = the rest; then (batch, head)
+    // fastest: bh = bh0 + r mod n_bh, q = r / n_bh, where n_bh = section_bh except in a partial last section.
+    int section, r;
+    p.div_section(section, r, u);
     const int bh0 = section * p.section_bh;
-    const int n_bh = min(p.section_bh, bh_count - bh0);  // the last section may be partial
-    bh = bh0 + r % n_bh;
-    const int q = r / n_bh;
+    int q, bh_in;
+    (bh0 + p.section_bh > bh_count ? p.div_bh_last : p.div_bh_full)(q, bh_in, r);
+    bh = bh0 + bh_in;
     w.m_block = pairs && slot == 1 ? q : p.m_blocks - 1 - q;
   }
-  w.h = bh % p.heads_q;
-  w.b = bh / p.heads_q;
+  p.div_heads(w.b, w.h, bh);
   if (p.cu_q) {
     w.q_off = p.cu_q[w.b];
     w.sq = p.cu_q[w.b + 1] - w.q_off;
