@@ -164,6 +164,10 @@ struct FwdKernelParams {
   bool causal_qend;
 };
 
+#ifndef FMHA_TUNE_FWD_FAST_DIVMOD
+#define FMHA_TUNE_FWD_FAST_DIVMOD 1
+#endif
+
 /// Work tile: one kBlockM-row block of one head of one batch entry, with the entry's geometry.
 struct FwdTile {
   int m_block, h, b;
@@ -191,6 +195,8 @@ template <bool MayPair, class Config>
 CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
   FwdTile w;
   const bool pairs = MayPair && p.pair_order;
+  // A/B hook (exp/s9-fastdiv): 1 = FastDivmod in every kernel, 2 = in causal kernels only, 0 = run-time division.
+  constexpr bool kFastDivmod = FMHA_TUNE_FWD_FAST_DIVMOD == 1 || (FMHA_TUNE_FWD_FAST_DIVMOD == 2 && MayPair);
   const int bh_count = p.batch * p.heads_q;
   const int slot = pairs ? (t & 1) : 0;
   const int u = pairs ? (t >> 1) : t;
@@ -204,15 +210,30 @@ CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
   } else {
     // section = u / units per section (section_bh · units per (batch, head)), r = the rest; then (batch, head)
     // fastest: bh = bh0 + r mod n_bh, q = r / n_bh, where n_bh = section_bh except in a partial last section.
-    int section, r;
-    p.div_section(section, r, u);
-    const int bh0 = section * p.section_bh;
-    int q, bh_in;
-    (bh0 + p.section_bh > bh_count ? p.div_bh_last : p.div_bh_full)(q, bh_in, r);
-    bh = bh0 + bh_in;
+    int q;
+    if constexpr (kFastDivmod) {
+      int section, r, bh_in;
+      p.div_section(section, r, u);
+      const int bh0 = section * p.section_bh;
+      (bh0 + p.section_bh > bh_count ? p.div_bh_last : p.div_bh_full)(q, bh_in, r);
+      bh = bh0 + bh_in;
+    } else {
+      const int per_section = p.section_bh * (pairs ? half : p.m_blocks);
+      const int section = u / per_section;
+      const int r = u - section * per_section;
+      const int bh0 = section * p.section_bh;
+      const int n_bh = min(p.section_bh, bh_count - bh0);  // the last section may be partial
+      bh = bh0 + r % n_bh;
+      q = r / n_bh;
+    }
     w.m_block = pairs && slot == 1 ? q : p.m_blocks - 1 - q;
   }
-  p.div_heads(w.b, w.h, bh);
+  if constexpr (kFastDivmod) {
+    p.div_heads(w.b, w.h, bh);
+  } else {
+    w.h = bh % p.heads_q;
+    w.b = bh / p.heads_q;
+  }
   if (p.cu_q) {
     w.q_off = p.cu_q[w.b];
     w.sq = p.cu_q[w.b + 1] - w.q_off;
