@@ -164,8 +164,8 @@ struct FwdKernelParams {
   bool causal_qend;
 };
 
-// A/B hook (exp/s9-fastdiv) for decode_tile's divisions: 2 = cutlass::FastDivmod in the causal kernels only (their
-// non-causal mainloops keep main's SASS), 1 = in every kernel (moves the d 128 non-causal mainloop: 898 -> 884 SASS
+// A/B hook (exp/s9-fastdiv) for decode_tile's divisions: 2 = cutlass::FastDivmod in the causal kernels only (the
+// non-causal kernels keep main's SASS), 1 = in every kernel (moves the d 128 non-causal mainloop: 898 -> 884 SASS
 // instructions), 0 = run-time integer division as on main.
 #ifndef FMHA_TUNE_FWD_FAST_DIVMOD
 #define FMHA_TUNE_FWD_FAST_DIVMOD 2
