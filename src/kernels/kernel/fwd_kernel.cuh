@@ -297,6 +297,15 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 #define FMHA_TUNE_FWD_LAZY_RESCALE 1
 #endif
 
+// A/B hook (exp/s9-earlyqk): at the start of a tile, issue S = Q·Kᵀ of the second key block together with the
+// first's, so that the second Q·Kᵀ runs on the tensor cores during the first block's (masked) softmax instead of
+// being issued only after it (v9: the first block's Q·Kᵀ waited for at once and its softmax are un-overlapped
+// per-tile code). Needs a second S accumulator in the prologue: 1 = two-warpgroup kernels at head-dim tiles up to
+// 64, 2 = every two-warpgroup kernel, 3 = every kernel, 0 = off.
+#ifndef FMHA_TUNE_FWD_EARLY_QK
+#define FMHA_TUNE_FWD_EARLY_QK 1
+#endif
+
 /// View of a wgmma accumulator ((2, 2, V), M, N) as (rows, columns) = ((2, M), (2, V, N)) for row reductions.
 template <class Layout>
 CUTLASS_DEVICE constexpr auto acc_rowcol(Layout l) {
@@ -460,6 +469,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   auto v_state = cutlass::PipelineState<Config::kStages>();
   const float scale_log2 = p.scale_log2;
   constexpr int kWGs = Config::kConsumerWGs;
+  constexpr bool kEarlyQK = FMHA_TUNE_FWD_EARLY_QK == 3 || (FMHA_TUNE_FWD_EARLY_QK == 2 && kWGs == 2) ||
+                            (FMHA_TUNE_FWD_EARLY_QK == 1 && kWGs == 2 && kHeadDim <= 64);
   const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue (ids 1 .. kWGs)
   // Ping-pong turn barriers (ids 4 .. 3 + kWGs, 256 threads each; CUTLASS user ids, hardware ids 8 higher): a warpgroup waits for its turn before issuing
   // GEMMs and hands the turn to the next one (round robin) after issuing. The last warpgroup hands the first turn
@@ -484,11 +495,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       row_max[r] = -INFINITY;
       row_sum[r] = 0.f;
     }
-    clear(tOrO);
+    // With the early second Q·Kᵀ (kEarlyQK) O is cleared just before the first P·V, so that its registers are not
+    // live while the prologue holds two S accumulators.
+    const bool early_qk = kEarlyQK && n_blocks >= 2;
+    if (!early_qk) clear(tOrO);
 
     // Masks the block (when needed), updates the running max and sum, and turns S into unnormalised P.
     // Returns through `corr` the factor by which earlier O and sums must be rescaled.
-    auto softmax_block = [&](int n, bool need_mask, float (&corr)[kRows]) {
+    auto softmax_block = [&](auto& S, int n, bool need_mask, float (&corr)[kRows]) {
       if (need_mask) {
         const int i0 = w.m_block * kBlockM;
         CUTLASS_PRAGMA_UNROLL
@@ -530,9 +544,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         row_max[r] = new_max;
       }
     };
-    auto convert_p = [&]() {
+    auto convert_p = [&](auto const& acc) {
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(tSrS); ++i) tOrP(i) = static_cast<Element>(tSrS(i));
+      for (int i = 0; i < size(acc); ++i) tOrP(i) = static_cast<Element>(acc(i));
     };
     // Keys past the entry's end may hold anything (the next entry's rows, or NaN): P is 0 there, but 0·NaN = NaN,
     // so the rows of V past the end are zeroed before P·V. Dense tensors need nothing: TMA fills them with zeros.
@@ -560,16 +574,65 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     if (n_blocks > 0) {
       pipe_q.consumer_wait(q_state);
       int n = n_blocks - 1;
-      pipe_k.consumer_wait(k_state);
-      turn_wait();
-      wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_state.index()), tSrS);
-      turn_pass();
-      warpgroup_wait<0>();
-      pipe_k.consumer_release(k_state);
-      ++k_state;
       float corr[kRows];
-      softmax_block(n, true, corr);
-      convert_p();
+      // The last key block alone: S = Q·K(n)ᵀ waited for at once, then its softmax.
+      auto first_block = [&] {
+        pipe_k.consumer_wait(k_state);
+        turn_wait();
+        wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_state.index()), tSrS);
+        turn_pass();
+        warpgroup_wait<0>();
+        pipe_k.consumer_release(k_state);
+        ++k_state;
+        softmax_block(S, n, true, corr);
+        convert_p(tSrS);
+      };
+      if constexpr (kEarlyQK) {
+        if (early_qk) {
+          // S2 = Q·K(n)ᵀ and S = Q·K(n-1)ᵀ issued together; the softmax of block n runs while the second Q·Kᵀ is
+          // on the tensor cores. Then O = P(n)·V(n) is issued alone and the softmax of block n-1 runs behind it,
+          // as in the mainloop, which goes on from block n-1.
+          Tensor tSrS2 = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+          Tensor S2 = make_tensor(tSrS2.data(), acc_rowcol(tSrS2.layout()));
+          pipe_k.consumer_wait(k_state);
+          auto k_second = k_state;
+          ++k_second;
+          pipe_k.consumer_wait(k_second);
+          turn_wait();
+          wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_state.index()), tSrS2);
+          wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_second.index()), tSrS);
+          turn_pass();
+          warpgroup_wait<1>();
+          pipe_k.consumer_release(k_state);
+          ++k_state;
+          softmax_block(S2, n, true, corr);
+          convert_p(tSrS2);
+          clear(tOrO);
+          pipe_v.consumer_wait(v_state);
+          zero_v_tail(n, v_state.index());
+          turn_wait();
+          wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+          turn_pass();
+          warpgroup_wait<1>();
+          pipe_k.consumer_release(k_state);
+          ++k_state;
+          softmax_block(S, n - 1, walk.needs_mask(n - 1), corr);
+          // Closes the basic block before the wait, as in the mainloop below (never taken).
+          if (row_sum[0] < 0.f) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
+          }
+          warpgroup_wait<0>();
+          pipe_v.consumer_release(v_state);
+          ++v_state;
+          convert_p(tSrS);
+          --n;
+        } else {
+          first_block();
+        }
+      } else {
+        first_block();
+      }
       for (; n > 0; --n) {
         // S = Q·K(n-1)ᵀ and O += P(n)·V(n) issued together; once S is done, the softmax of block n-1 runs
         // while P·V is still on the tensor cores.
@@ -590,7 +653,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         warpgroup_wait<1>();
         pipe_k.consumer_release(k_state);
         ++k_state;
-        softmax_block(n - 1, walk.needs_mask(n - 1), corr);
+        softmax_block(S, n - 1, walk.needs_mask(n - 1), corr);
         // ptxas issues a wgmma wait as early as its basic block allows, so a wait after the softmax in the same
         // block runs before it and serialises softmax and P·V. A never-taken branch (it also keeps P live, so that
         // no softmax temporary takes one of P's registers while the P·V reads them) closes the block first.
@@ -605,7 +668,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         warpgroup_wait<0>();
         pipe_v.consumer_release(v_state);
         ++v_state;
-        convert_p();
+        convert_p(tSrS);
       }
       rescale_o(corr);
       pipe_v.consumer_wait(v_state);
