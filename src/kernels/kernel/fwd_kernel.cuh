@@ -502,7 +502,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
 
     // Masks the block (when needed), updates the running max and sum, and turns S into unnormalised P.
     // Returns through `corr` the factor by which earlier O and sums must be rescaled.
-    auto softmax_block = [&](auto& S, int n, bool need_mask, float (&corr)[kRows]) {
+    auto softmax_block = [&](decltype(S)& Sx, int n, bool need_mask, float (&corr)[kRows]) {
       if (need_mask) {
         const int i0 = w.m_block * kBlockM;
         CUTLASS_PRAGMA_UNROLL
@@ -511,7 +511,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           for (int c = 0; c < kCols; ++c) {
             const int i = i0 + get<0>(Sc(r, c));
             const int j = n * kBlockN + get<1>(Sc(r, c));
-            if (!walk.visible(i, j)) S(r, c) = -INFINITY;
+            if (!walk.visible(i, j)) Sx(r, c) = -INFINITY;
           }
       }
       CUTLASS_PRAGMA_UNROLL
@@ -519,9 +519,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         // Four independent partial maxima and sums instead of one serial chain: the softmax of a block is on the
         // critical path of the mainloop (docs/perf-log.md, v3), and a 32-step dependent chain costs its latency.
         static_assert(kCols % 4 == 0, "row reductions use four partial results");
-        float part[4] = {S(r, 0), S(r, 1), S(r, 2), S(r, 3)};
+        float part[4] = {Sx(r, 0), Sx(r, 1), Sx(r, 2), Sx(r, 3)};
         CUTLASS_PRAGMA_UNROLL
-        for (int c = 4; c < kCols; ++c) part[c % 4] = fmaxf(part[c % 4], S(r, c));
+        for (int c = 4; c < kCols; ++c) part[c % 4] = fmaxf(part[c % 4], Sx(r, c));
         float m = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
         m = quad_allreduce_max<4>(m);
         float new_max = fmaxf(row_max[r], m);
@@ -536,15 +536,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         for (int k = 0; k < 4; ++k) part[k] = 0.f;
         CUTLASS_PRAGMA_UNROLL
         for (int c = 0; c < kCols; ++c) {
-          S(r, c) = exp2f(fmaf(S(r, c), scale_log2, -base));
-          part[c % 4] += S(r, c);
+          Sx(r, c) = exp2f(fmaf(Sx(r, c), scale_log2, -base));
+          part[c % 4] += Sx(r, c);
         }
         const float sum = (part[0] + part[1]) + (part[2] + part[3]);
         row_sum[r] = row_sum[r] * corr[r] + sum;
         row_max[r] = new_max;
       }
     };
-    auto convert_p = [&](auto const& acc) {
+    auto convert_p = [&](decltype(tSrS) const& acc) {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(acc); ++i) tOrP(i) = static_cast<Element>(acc(i));
     };
