@@ -301,7 +301,8 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 // first's, so that the second Q·Kᵀ runs on the tensor cores during the first block's (masked) softmax instead of
 // being issued only after it (v9: the first block's Q·Kᵀ waited for at once and its softmax are un-overlapped
 // per-tile code). Needs a second S accumulator in the prologue: 1 = two-warpgroup kernels at head-dim tiles up to
-// 64, 2 = every two-warpgroup kernel, 3 = every kernel, 0 = off.
+// 64, 2 = every two-warpgroup kernel, 3 = every kernel, 4 = two-warpgroup kernels at head-dim tiles up to 64 and
+// causal two-warpgroup kernels, 0 = off.
 #ifndef FMHA_TUNE_FWD_EARLY_QK
 #define FMHA_TUNE_FWD_EARLY_QK 1
 #endif
@@ -470,7 +471,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   const float scale_log2 = p.scale_log2;
   constexpr int kWGs = Config::kConsumerWGs;
   constexpr bool kEarlyQK = FMHA_TUNE_FWD_EARLY_QK == 3 || (FMHA_TUNE_FWD_EARLY_QK == 2 && kWGs == 2) ||
-                            (FMHA_TUNE_FWD_EARLY_QK == 1 && kWGs == 2 && kHeadDim <= 64);
+                            (FMHA_TUNE_FWD_EARLY_QK == 1 && kWGs == 2 && kHeadDim <= 64) ||
+                            (FMHA_TUNE_FWD_EARLY_QK == 4 && kWGs == 2 && (kHeadDim <= 64 || Causal));
   const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue (ids 1 .. kWGs)
   // Ping-pong turn barriers (ids 4 .. 3 + kWGs, 256 threads each; CUTLASS user ids, hardware ids 8 higher): a warpgroup waits for its turn before issuing
   // GEMMs and hands the turn to the next one (round robin) after issuing. The last warpgroup hands the first turn
