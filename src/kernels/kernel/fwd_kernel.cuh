@@ -164,13 +164,6 @@ struct FwdKernelParams {
   bool causal_qend;
 };
 
-// A/B hook (exp/s9-fastdiv) for decode_tile's divisions: 2 = cutlass::FastDivmod in the causal kernels only (the
-// non-causal kernels keep main's SASS), 1 = in every kernel (moves the d 128 non-causal mainloop: 898 -> 884 SASS
-// instructions), 0 = run-time integer division as on main.
-#ifndef FMHA_TUNE_FWD_FAST_DIVMOD
-#define FMHA_TUNE_FWD_FAST_DIVMOD 2
-#endif
-
 /// Work tile: one kBlockM-row block of one head of one batch entry, with the entry's geometry.
 struct FwdTile {
   int m_block, h, b;
@@ -198,7 +191,6 @@ template <bool MayPair, class Config>
 CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
   FwdTile w;
   const bool pairs = MayPair && p.pair_order;
-  constexpr bool kFastDivmod = FMHA_TUNE_FWD_FAST_DIVMOD == 1 || (FMHA_TUNE_FWD_FAST_DIVMOD == 2 && MayPair);
   const int bh_count = p.batch * p.heads_q;
   const int slot = pairs ? (t & 1) : 0;
   const int u = pairs ? (t >> 1) : t;
@@ -212,30 +204,15 @@ CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
   } else {
     // section = u / units per section (section_bh · units per (batch, head)), r = the rest; then (batch, head)
     // fastest: bh = bh0 + r mod n_bh, q = r / n_bh, where n_bh = section_bh except in a partial last section.
-    int q;
-    if constexpr (kFastDivmod) {
-      int section, r, bh_in;
-      p.div_section(section, r, u);
-      const int bh0 = section * p.section_bh;
-      (bh0 + p.section_bh > bh_count ? p.div_bh_last : p.div_bh_full)(q, bh_in, r);
-      bh = bh0 + bh_in;
-    } else {
-      const int per_section = p.section_bh * (pairs ? half : p.m_blocks);
-      const int section = u / per_section;
-      const int r = u - section * per_section;
-      const int bh0 = section * p.section_bh;
-      const int n_bh = min(p.section_bh, bh_count - bh0);  // the last section may be partial
-      bh = bh0 + r % n_bh;
-      q = r / n_bh;
-    }
+    // The divisors are host-precomputed FastDivmods (fwd_tile_divisors): a multiply-high and a shift each.
+    int section, r, q, bh_in;
+    p.div_section(section, r, u);
+    const int bh0 = section * p.section_bh;
+    (bh0 + p.section_bh > bh_count ? p.div_bh_last : p.div_bh_full)(q, bh_in, r);
+    bh = bh0 + bh_in;
     w.m_block = pairs && slot == 1 ? q : p.m_blocks - 1 - q;
   }
-  if constexpr (kFastDivmod) {
-    p.div_heads(w.b, w.h, bh);
-  } else {
-    w.h = bh % p.heads_q;
-    w.b = bh / p.heads_q;
-  }
+  p.div_heads(w.b, w.h, bh);
   if (p.cu_q) {
     w.q_off = p.cu_q[w.b];
     w.sq = p.cu_q[w.b + 1] - w.q_off;
@@ -297,12 +274,14 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 #define FMHA_TUNE_FWD_LAZY_RESCALE 1
 #endif
 
-// A/B hook (exp/s9-earlyqk): at the start of a tile, issue S = Q·Kᵀ of the second key block together with the
-// first's, so that the second Q·Kᵀ runs on the tensor cores during the first block's (masked) softmax instead of
-// being issued only after it (v9: the first block's Q·Kᵀ waited for at once and its softmax are un-overlapped
-// per-tile code). Needs a second S accumulator in the prologue: 1 = two-warpgroup kernels at head-dim tiles up to
-// 64, 2 = every two-warpgroup kernel, 3 = every kernel, 4 = two-warpgroup kernels at head-dim tiles up to 64 and
-// causal two-warpgroup kernels, 0 = off.
+// Early second Q·Kᵀ: at the start of a tile, S = Q·Kᵀ of the second key block is issued together with the first's,
+// so that it runs on the tensor cores during the first block's (masked) softmax instead of after it (perf-log v9:
+// the first block's Q·Kᵀ, waited for at once, and its softmax were un-overlapped per-tile code). It needs a second S
+// accumulator in the tile prologue, so it is on where registers allow: the two-warpgroup kernels at head-dim tiles
+// up to 64 (short causal problems; measured +0.5–2.5 % at causal 512–1k over the tile decode change alone,
+// perf-log v10). At head-dim tile 128 the causal ping-pong kernel spilled and its mainloop grew (961 -> 1011 SASS
+// instructions); the non-causal one lost 4–6 % at 8k–16k. A/B hook: 1 = two-warpgroup kernels at head-dim tiles up
+// to 64, 2 = every two-warpgroup kernel, 3 = every kernel, 4 = as 1 plus the causal two-warpgroup kernels, 0 = off.
 #ifndef FMHA_TUNE_FWD_EARLY_QK
 #define FMHA_TUNE_FWD_EARLY_QK 1
 #endif
