@@ -7,6 +7,7 @@
 
 #include "fmha/c_api.h"
 #include "fmha/fwd.h"
+#include "kernels/fwd_tiles.h"
 
 namespace {
 
@@ -170,7 +171,7 @@ TEST(ApiFwd, KernelNames) {
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 192x128 none persistent");
   p.mask = fmha::MaskType::kCausal;  // short causal rows at head-dim tile 64: two consumer warpgroups
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 128x128 causal-qend persistent");
-  p.seqlen_k = 1025;
+  p.seqlen_k = fmha::tiles::kFwdShortCausalMaxKeys + 1;  // past the short causal limit: 192-row tiles
   fmha::set_contiguous_strides(p);
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 192x128 causal-qend persistent");
   p.mask = fmha::MaskType::kNone;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gpu/gpu_env.h"
+#include "kernels/fwd_tiles.h"
 #include "testing/fwd_runner.h"
 
 using fmha::CausalAlign;
@@ -23,6 +24,13 @@ using fmha::testing::FwdCase;
 using fmha::testing::run_fwd_case;
 
 namespace {
+
+// Causal problems at head-dim tiles ≤ 64 run 128-row tiles (two consumer warpgroups) up to this many keys, 192-row
+// tiles (three) beyond: kShortKeys stays below the limit with more than one 1024-key span of blocks, kLongKeys is
+// just past it.
+constexpr int kShortCausalMax = fmha::tiles::kFwdShortCausalMaxKeys;
+constexpr int kShortKeys = kShortCausalMax < 1100 ? kShortCausalMax : 1100;
+constexpr int kLongKeys = kShortCausalMax + 52;
 
 struct Named {
   std::string name;
@@ -172,12 +180,12 @@ std::vector<Named> edge_cases() {
   v.push_back({"dense_sk0", dense(2, 4, 4, 64, 0, 64, MaskType::kCausal, CausalAlign::kQEnd)});
   v.push_back({"varlen_all_keys_empty", varlen(4, 2, 128, {5, 130}, {0, 0}, MaskType::kNone)});
   // A persistent grid of 1 and 3 CTAs walking many tiles, including tiles of empty entries: every CTA runs
-  // several tiles, so both Q buffers and their reuse after a phase flip are exercised. At most 1024 keys: the
-  // 128-row causal tiles of the head-dim ≤ 64 units (two consumer warpgroups); the "_192" cases add one entry with
-  // 1100 keys, so the same batch runs the 192-row tiles (three consumer warpgroups).
+  // several tiles, so both Q buffers and their reuse after a phase flip are exercised. kShortKeys: the 128-row
+  // causal tiles of the head-dim ≤ 64 units (two consumer warpgroups); the "_192" cases add one entry with
+  // kLongKeys keys, so the same batch runs the 192-row tiles (three consumer warpgroups).
   for (int sms : {1, 3}) {
-    for (int long_k : {500, 1100}) {
-      const std::string tag = std::to_string(sms) + (long_k > 1024 ? "_192" : "");
+    for (int long_k : {kShortKeys, kLongKeys}) {
+      const std::string tag = std::to_string(sms) + (long_k > kShortCausalMax ? "_192" : "");
       Named n{"persistent_sm" + tag, varlen(4, 2, 64, {300, 0, 129, 1}, {200, 7, 0, long_k}, MaskType::kCausal)};
       n.c.scheduler = fmha::TileScheduler::kPersistent;
       n.c.sm_count = sms;
@@ -193,11 +201,11 @@ std::vector<Named> edge_cases() {
     }
   }
   // Head-dim tile 32 (its own shared-memory swizzle and Q stage stride) on one persistent CTA, so that it walks
-  // many tiles through both Q buffers: non-causal (192-row tiles), causal with at most 1024 keys (128-row tiles)
-  // and with more (192-row tiles).
+  // many tiles through both Q buffers: non-causal (192-row tiles), causal with at most kShortCausalMax keys
+  // (128-row tiles) and with more (192-row tiles).
   for (auto [name, sk, mask] : {std::tuple{"d32_persistent_sm1", 700, MaskType::kNone},
                                 std::tuple{"d32_persistent_sm1_causal", 1000, MaskType::kCausal},
-                                std::tuple{"d32_persistent_sm1_causal_192", 1300, MaskType::kCausal}}) {
+                                std::tuple{"d32_persistent_sm1_causal_192", kLongKeys, MaskType::kCausal}}) {
     Named n{name, dense(2, 3, 3, 900, sk, 32, mask, CausalAlign::kQEnd)};
     n.c.scheduler = fmha::TileScheduler::kPersistent;
     n.c.sm_count = 1;
@@ -215,12 +223,14 @@ std::vector<Named> edge_cases() {
   // Causal q-end with 100 more queries than keys, on one persistent CTA (pipelines and the ping-pong turn ring carry
   // over across many tiles): in the first tiles the first warpgroup's rows see no key at all (O = 0, LSE = −inf)
   // while a later warpgroup's rows of the same tile do, so the tile walks blocks that are wholly masked for some of
-  // its warpgroups. Head dim 64 at 1200 keys runs 192-row tiles, head dim 128 runs 128-row tiles. (Written for an
-  // experiment in which such warpgroups skipped those blocks, docs/perf-log.md v8; the main kernel walks them.)
+  // its warpgroups. Head dim 64 runs 128-row tiles at kShortKeys keys and 192-row tiles at kLongKeys ("_192"),
+  // head dim 128 runs 128-row tiles. (Written for an experiment in which such warpgroups skipped those blocks,
+  // docs/perf-log.md v8; the main kernel walks them.)
   for (auto pp : {fmha::Toggle::kOff, fmha::Toggle::kOn})
-    for (int d : {64, 128}) {
-      Named n{"qend_unseen_d" + std::to_string(d) + "_sm1" + (pp == fmha::Toggle::kOn ? "_pingpong" : ""),
-              dense(2, 3, 3, 1300, 1200, d, MaskType::kCausal, CausalAlign::kQEnd)};
+    for (auto [d, sk] : {std::pair{64, kShortKeys}, std::pair{64, kLongKeys}, std::pair{128, 1200}}) {
+      Named n{"qend_unseen_d" + std::to_string(d) + "_sm1" + (sk > kShortCausalMax ? "_192" : "") +
+                  (pp == fmha::Toggle::kOn ? "_pingpong" : ""),
+              dense(2, 3, 3, sk + 100, sk, d, MaskType::kCausal, CausalAlign::kQEnd)};
       n.c.scheduler = fmha::TileScheduler::kPersistent;
       n.c.pingpong = pp;
       n.c.sm_count = 1;
@@ -394,7 +404,8 @@ TEST(FwdGpu, RepeatedRunsAreBitwiseEqual) {
 }
 
 // Every (scheduler, ping-pong) combination on mixed varlen causal batches and dense problems, at both tile heights
-// of the head-dim ≤ 64 units (causal problems with at most 1024 keys run 128-row tiles there, longer ones 192).
+// of the head-dim ≤ 64 units (causal problems with at most kShortCausalMax keys run 128-row tiles there, longer
+// ones 192).
 TEST(FwdGpu, AllScheduleVariantsMatchReference) {
   FMHA_REQUIRE_GPU();
   for (auto sched : {fmha::TileScheduler::kIndividual, fmha::TileScheduler::kPersistent})
@@ -405,8 +416,8 @@ TEST(FwdGpu, AllScheduleVariantsMatchReference) {
                         dense(2, 4, 4, 450, 390, 32, MaskType::kCausal),
                         // Causal at head-dim tiles ≤ 64 with more than kFwdShortCausalMaxKeys keys: 192-row tiles
                         // (the shorter ones above run 128-row tiles).
-                        varlen(8, 2, 64, {1100, 1, 2048, 77}, {1500, 9, 1030, 0}, MaskType::kCausal),
-                        dense(1, 4, 2, 1300, 1100, 32, MaskType::kCausal, CausalAlign::kQEnd),
+                        varlen(8, 2, 64, {1100, 1, 2048, 77}, {kLongKeys, 9, 1030, 0}, MaskType::kCausal),
+                        dense(1, 4, 2, 1300, kLongKeys, 32, MaskType::kCausal, CausalAlign::kQEnd),
                         // Warpgroups whose rows see no key of the tile's walk (100 more queries than keys).
                         dense(1, 3, 3, 1300, 1200, 64, MaskType::kCausal, CausalAlign::kQEnd),
                         dense(1, 2, 2, 400, 300, 128, MaskType::kCausal, CausalAlign::kQEnd)}) {
