@@ -26,8 +26,7 @@ using fmha::testing::run_fwd_case;
 namespace {
 
 // Causal problems at head-dim tiles ≤ 64 run 128-row tiles (two consumer warpgroups) up to this many keys, 192-row
-// tiles (three) beyond: kShortKeys stays below the limit with more than one 1024-key span of blocks, kLongKeys is
-// just past it.
+// tiles (three) beyond: kShortKeys is under the limit, kLongKeys just past it.
 constexpr int kShortCausalMax = fmha::tiles::kFwdShortCausalMaxKeys;
 constexpr int kShortKeys = kShortCausalMax < 1100 ? kShortCausalMax : 1100;
 constexpr int kLongKeys = kShortCausalMax + 52;
@@ -230,12 +229,16 @@ std::vector<Named> edge_cases() {
     for (auto [d, sk] : {std::pair{64, kShortKeys}, std::pair{64, kLongKeys}, std::pair{128, 1200}}) {
       Named n{"qend_unseen_d" + std::to_string(d) + "_sm1" + (sk > kShortCausalMax ? "_192" : "") +
                   (pp == fmha::Toggle::kOn ? "_pingpong" : ""),
-              dense(2, 3, 3, sk + 100, sk, d, MaskType::kCausal, CausalAlign::kQEnd)};
+              dense(sk > kShortCausalMax ? 1 : 2, 3, 3, sk + 100, sk, d, MaskType::kCausal, CausalAlign::kQEnd)};
       n.c.scheduler = fmha::TileScheduler::kPersistent;
       n.c.pingpong = pp;
       n.c.sm_count = 1;
       v.push_back(n);
     }
+  // The longest causal problem on the 128-row tiles of the head-dim ≤ 64 units (its tiles' walks are the longest
+  // ones of that kernel), GQA 2:1, q-end.
+  v.push_back({"short_causal_at_limit_d64",
+               dense(1, 4, 2, kShortCausalMax, kShortCausalMax, 64, MaskType::kCausal, CausalAlign::kQEnd)});
   // GQA with a ratio that is not a power of two, persistent scheduler.
   {
     Named g{"gqa_6_2_persistent", dense(3, 6, 2, 700, 900, 128, MaskType::kCausal, CausalAlign::kQEnd)};
