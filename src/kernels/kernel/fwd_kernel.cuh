@@ -278,7 +278,7 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 // so that it runs on the tensor cores during the first block's (masked) softmax instead of after it (perf-log v9:
 // the first block's Q·Kᵀ, waited for at once, and its softmax were un-overlapped per-tile code). It needs a second S
 // accumulator in the tile prologue, so it is on where registers allow: the two-warpgroup kernels at head-dim tiles
-// up to 64 (short causal problems; measured +0.5–2.5 % at causal 512–1k over the tile decode change alone,
+// up to 64 (short causal problems; measured +0.8–2.5 % at causal 512–1k over the tile decode change alone,
 // perf-log v10). At head-dim tile 128 the causal ping-pong kernel spilled and its mainloop grew (961 -> 1011 SASS
 // instructions); the non-causal one lost 4–6 % at 8k–16k. A/B hook: 1 = two-warpgroup kernels at head-dim tiles up
 // to 64, 2 = every two-warpgroup kernel, 3 = every kernel, 4 = as 1 plus the causal two-warpgroup kernels, 0 = off.
@@ -598,7 +598,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           pipe_k.consumer_release(k_state);
           ++k_state;
           softmax_block(S, n - 1, walk.needs_mask(n - 1), corr);
-          // Closes the basic block before the wait, as in the mainloop below (never taken).
+          // Closes the basic block before the wait, as in the mainloop below (never taken). This tail repeats the
+          // mainloop's on purpose: shared through a lambda, it changed ptxas's code for these kernels.
           if (row_sum[0] < 0.f) {
             CUTLASS_PRAGMA_UNROLL
             for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
