@@ -19,7 +19,7 @@ constexpr int fwd_block_m(int head_dim_tile) { return head_dim_tile <= 64 ? 192 
 /// 128-row tiles (two consumer warpgroups) instead of 192: their tiles walk only a few key blocks, and the third
 /// warpgroup lost 11–12 % at causal 512–1k (docs/perf-log.md, v4). Raising the limit to 2048 or 4096 lost 3 % at
 /// 2k and 7 % at 4k (v7). Since the two-warpgroup kernel divides with FastDivmod in its tile decode and issues
-/// its tiles' second Q·Kᵀ early (v10), it is ahead at 2k and 4k too: 2048 against 1024 +3 to +4.7 % at causal 2k
+/// its tiles' second Q·Kᵀ early (v10), it is ahead at 2k and 4k too: 2048 against 1024 +2.3 to +4.7 % at causal 2k
 /// (three runs, both dtypes), 4096 against 2048 +1.3 to +3.9 % at causal 4k (two runs). A/B hook
 /// FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS.
 #ifndef FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS

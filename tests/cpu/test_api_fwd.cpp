@@ -171,10 +171,11 @@ TEST(ApiFwd, KernelNames) {
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 192x128 none persistent");
   p.mask = fmha::MaskType::kCausal;  // short causal rows at head-dim tile 64: two consumer warpgroups
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 128x128 causal-qend persistent");
-  // Past the short causal limit (4096 keys): 192-row tiles, and one CTA per tile (dense causal rows over 4096 keys).
+  // Past the short causal limit: 192-row tiles; dense causal rows over 4096 keys run one CTA per tile.
   p.seqlen_k = fmha::tiles::kFwdShortCausalMaxKeys + 1;
   fmha::set_contiguous_strides(p);
-  EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 192x128 causal-qend individual");
+  EXPECT_EQ(fmha::fwd_kernel_name(p), std::string("fwd fp16 d64 tma ws 192x128 causal-qend ") +
+                                          (p.seqlen_k > 4096 ? "individual" : "persistent"));
   p.mask = fmha::MaskType::kNone;
   p.heads_kv = 3;
   EXPECT_EQ(fmha::fwd_kernel_name(p), "");
