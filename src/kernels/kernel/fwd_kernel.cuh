@@ -452,6 +452,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   constexpr bool kEarlyQK = FMHA_TUNE_FWD_EARLY_QK == 3 || (FMHA_TUNE_FWD_EARLY_QK == 2 && kWGs == 2) ||
                             (FMHA_TUNE_FWD_EARLY_QK == 1 && kWGs == 2 && kHeadDim <= 64) ||
                             (FMHA_TUNE_FWD_EARLY_QK == 4 && kWGs == 2 && (kHeadDim <= 64 || Causal));
+  static_assert(!kEarlyQK || Config::kStages >= 2,
+                "forward kernel: the early second Q·Kᵀ holds two K stages at once (one stage would deadlock)");
   const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue (ids 1 .. kWGs)
   // Ping-pong turn barriers (ids 4 .. 3 + kWGs, 256 threads each; CUTLASS user ids, hardware ids 8 higher): a warpgroup waits for its turn before issuing
   // GEMMs and hands the turn to the next one (round robin) after issuing. The last warpgroup hands the first turn
