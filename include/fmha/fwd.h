@@ -30,8 +30,8 @@ enum class Toggle { kAuto, kOff, kOn };
 ///  * varlen (cu_seqlens_q and cu_seqlens_k non-null, device int[batch+1], cu[0] = 0, non-decreasing): Q, O are packed
 ///    [total_q][heads_q][·] and K, V [total_k][heads_kv][·]; entry b owns rows [cu[b], cu[b+1]). Batch strides are
 ///    ignored. seqlen_q / seqlen_k must be the largest per-entry lengths (upper bounds are fine: they size the grid,
-///    and for causal problems at head dims ≤ 64 seqlen_k also picks the tile height, 128 rows up to 4096 keys and
-///    192 above, so a loose bound past 4096 gives correct but slower tiles on short entries).
+///    and at head dims ≤ 64 seqlen_k also picks the tile height: 128 rows up to 4096 keys causal and up to 1024
+///    non-causal, 192 above, so a loose bound past those gives correct but slower tiles on short entries).
 ///    No padding is needed before the first entry or after the last; rows outside an entry are never used in its
 ///    results and never written, even when they hold NaN.
 ///  * LSE (optional, fp32, natural log of Σ exp(scale·s)): dense [batch][heads_q][seqlen_q]; varlen [heads_q][total_q].
@@ -99,8 +99,8 @@ Status fwd(const FwdParams& p, cudaStream_t stream = nullptr);
 /// The forward kernel variants of the manifest, one line each: "<name> (built)" or "<name> (not built)", where
 /// name is "fwd <dtype> d<head-dim tile> tma ws <rows>x<keys>" (query rows × keys per block: 192x128 for head-dim
 /// tiles 32 and 64, 128x128 for 128). Each unit holds the mask × warpgroup-schedule variants, and at tiles 32 and
-/// 64 also 128x128 causal kernels for problems with at most 4096 keys (fwd_kernel_name shows which one runs); it
-/// runs under either tile scheduler. Needs no GPU.
+/// 64 also 128x128 kernels for causal problems with at most 4096 keys and non-causal ones with at most 1024
+/// (fwd_kernel_name shows which one runs); it runs under either tile scheduler. Needs no GPU.
 std::vector<std::string> fwd_kernel_variants();
 
 /// The schedule fwd would use for `p`: p with scheduler and pingpong resolved (never kAuto), sm_count unchanged.

@@ -27,10 +27,22 @@ constexpr int fwd_block_m(int head_dim_tile) { return head_dim_tile <= 64 ? 192 
 #endif
 constexpr int kFwdShortCausalMaxKeys = FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS;
 
-/// Query rows per CTA tile for a problem: fwd_block_m(head_dim_tile), or 128 for short causal problems at head-dim
-/// tiles up to 64 (see kFwdShortCausalMaxKeys). Read by the launch code and by the host validation and names.
+/// Longest key length (per entry; the varlen maximum) for which non-causal problems at head-dim tiles up to 64 use
+/// 128-row tiles too. Against the 192-row kernel (two runs, both dtypes, docs/perf-log.md v11): +2.2 to +2.5 % at
+/// 1k, +0.2 to +0.9 % at 512, −3 to −5 % at 2k and −8 to −10 % at 8k–16k. A/B hook
+/// FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS (0 = never; the two-warpgroup non-causal kernel is then not built).
+#ifndef FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS
+#define FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS 1024
+#endif
+constexpr int kFwdShortNonCausalMaxKeys = FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS;
+
+/// Query rows per CTA tile for a problem: fwd_block_m(head_dim_tile), or 128 for short problems at head-dim tiles up
+/// to 64 (kFwdShortCausalMaxKeys, kFwdShortNonCausalMaxKeys). Read by the launch code and by the host validation
+/// and names.
 constexpr int fwd_block_m_for(int head_dim_tile, bool causal, int seqlen_k) {
-  return head_dim_tile <= 64 && causal && seqlen_k <= kFwdShortCausalMaxKeys ? 128 : fwd_block_m(head_dim_tile);
+  const bool short_rows = causal ? seqlen_k <= kFwdShortCausalMaxKeys
+                                 : kFwdShortNonCausalMaxKeys > 0 && seqlen_k <= kFwdShortNonCausalMaxKeys;
+  return head_dim_tile <= 64 && short_rows ? 128 : fwd_block_m(head_dim_tile);
 }
 
 /// Keys per mainloop block.

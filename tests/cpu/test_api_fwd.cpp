@@ -168,7 +168,15 @@ TEST(ApiFwd, KernelNames) {
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd bf16 d128 tma ws 128x128 causal-qend persistent pingpong");
   p.head_dim = 40, p.seqlen_k = 100, p.dtype = fmha::DType::kFP16, p.mask = fmha::MaskType::kNone;
   fmha::set_contiguous_strides(p);
+  // Short non-causal rows at head-dim tile 64: two consumer warpgroups; past the limit three.
+  EXPECT_EQ(fmha::fwd_kernel_name(p), std::string("fwd fp16 d64 tma ws ") +
+                                          (fmha::tiles::kFwdShortNonCausalMaxKeys >= 100 ? "128" : "192") +
+                                          "x128 none persistent");
+  p.seqlen_k = fmha::tiles::kFwdShortNonCausalMaxKeys + 1;
+  fmha::set_contiguous_strides(p);
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 192x128 none persistent");
+  p.seqlen_k = 100;
+  fmha::set_contiguous_strides(p);
   p.mask = fmha::MaskType::kCausal;  // short causal rows at head-dim tile 64: two consumer warpgroups
   EXPECT_EQ(fmha::fwd_kernel_name(p), "fwd fp16 d64 tma ws 128x128 causal-qend persistent");
   // Past the short causal limit: 192-row tiles; dense causal rows over 4096 keys run one CTA per tile.

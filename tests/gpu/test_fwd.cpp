@@ -30,6 +30,10 @@ namespace {
 constexpr int kShortCausalMax = fmha::tiles::kFwdShortCausalMaxKeys;
 constexpr int kShortKeys = kShortCausalMax < 1100 ? kShortCausalMax : 1100;
 constexpr int kLongKeys = kShortCausalMax + 52;
+// Non-causal problems at head-dim tiles ≤ 64 run 128-row tiles up to kShortNonCausalMax keys and 192-row tiles
+// beyond (0: never 128): kNcLongKeys is just past the limit.
+constexpr int kShortNonCausalMax = fmha::tiles::kFwdShortNonCausalMaxKeys;
+constexpr int kNcLongKeys = kShortNonCausalMax + 52;
 
 struct Named {
   std::string name;
@@ -208,9 +212,10 @@ std::vector<Named> edge_cases() {
     }
   }
   // Head-dim tile 32 (its own shared-memory swizzle and Q stage stride) on one persistent CTA, so that it walks
-  // many tiles through both Q buffers: non-causal (192-row tiles), causal with at most kShortCausalMax keys
-  // (128-row tiles) and with more (192-row tiles).
+  // many tiles through both Q buffers: non-causal with at most kShortNonCausalMax keys (128-row tiles) and with
+  // more (192-row tiles), causal with at most kShortCausalMax keys (128-row tiles) and with more (192-row tiles).
   for (auto [name, sk, mask] : {std::tuple{"d32_persistent_sm1", 700, MaskType::kNone},
+                                std::tuple{"d32_persistent_sm1_192", kNcLongKeys, MaskType::kNone},
                                 std::tuple{"d32_persistent_sm1_causal", 1000, MaskType::kCausal},
                                 std::tuple{"d32_persistent_sm1_causal_192", kLongKeys, MaskType::kCausal}}) {
     Named n{name, dense(2, 3, 3, 900, sk, 32, mask, CausalAlign::kQEnd)};
@@ -218,11 +223,12 @@ std::vector<Named> edge_cases() {
     n.c.sm_count = 1;
     v.push_back(n);
   }
-  // Head-dim tile 64 on one persistent CTA: each consumer warpgroup stores O of 30 tiles through the same staging
-  // slice, so the wait for the previous tile's TMA store before the slice is rewritten is exercised (also in the
-  // sanitizer smoke set of scripts/gpu_check.sh).
-  {
-    Named n{"d64_persistent_sm1", dense(2, 3, 3, 900, 700, 64, MaskType::kNone)};
+  // Head-dim tile 64 on one persistent CTA: each consumer warpgroup stores O of many tiles through the same
+  // staging slice, so the wait for the previous tile's TMA store before the slice is rewritten is exercised (also
+  // in the sanitizer smoke set of scripts/gpu_check.sh), on 128-row tiles (700 keys) and 192-row tiles ("_192").
+  for (int sk : {700, kNcLongKeys}) {
+    Named n{std::string("d64_persistent_sm1") + (sk > kShortNonCausalMax ? "_192" : ""),
+            dense(2, 3, 3, 900, sk, 64, MaskType::kNone)};
     n.c.scheduler = fmha::TileScheduler::kPersistent;
     n.c.sm_count = 1;
     v.push_back(n);
@@ -415,15 +421,18 @@ TEST(FwdGpu, RepeatedRunsAreBitwiseEqual) {
     }
 }
 
-// Every (scheduler, ping-pong) combination on mixed varlen causal batches and dense problems, at both tile heights
-// of the head-dim ≤ 64 units (causal problems with at most kShortCausalMax keys run 128-row tiles there, longer
-// ones 192).
+// Every (scheduler, ping-pong) combination on mixed varlen batches and dense problems, at both tile heights of the
+// head-dim ≤ 64 units (causal problems with at most kShortCausalMax keys and non-causal ones with at most
+// kShortNonCausalMax run 128-row tiles there, longer ones 192).
 TEST(FwdGpu, AllScheduleVariantsMatchReference) {
   FMHA_REQUIRE_GPU();
   for (auto sched : {fmha::TileScheduler::kIndividual, fmha::TileScheduler::kPersistent})
     for (auto pp : {fmha::Toggle::kOff, fmha::Toggle::kOn})
       for (FwdCase c : {varlen(8, 2, 128, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal, CausalAlign::kQEnd),
                         dense(2, 6, 2, 640, 777, 64, MaskType::kNone),
+                        // Non-causal past kShortNonCausalMax keys: 192-row tiles (the one above runs 128-row tiles).
+                        dense(1, 4, 2, 500, kNcLongKeys, 64, MaskType::kNone),
+                        varlen(6, 3, 32, {200, 0, 700, 64}, {kNcLongKeys, 5, 300, 1}, MaskType::kNone),
                         varlen(8, 2, 64, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal, CausalAlign::kQEnd),
                         dense(2, 4, 4, 450, 390, 32, MaskType::kCausal),
                         // Causal at head-dim tiles ≤ 64 with more than kFwdShortCausalMaxKeys keys: 192-row tiles

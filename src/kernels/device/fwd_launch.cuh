@@ -172,8 +172,11 @@ Status fwd_launch(const FwdParams& a, cudaStream_t stream) {
   const bool causal = a.mask == MaskType::kCausal;
   const bool pingpong = a.pingpong == Toggle::kOn;
   if constexpr (tiles::fwd_block_m(HeadDim) != 128) {
-    if (tiles::fwd_block_m_for(HeadDim, causal, a.seqlen_k) == 128) {  // short causal rows: two warpgroups
+    if (tiles::fwd_block_m_for(HeadDim, causal, a.seqlen_k) == 128) {  // short rows: two warpgroups
       using Short = kernel::FwdConfig<Element, HeadDim, 128>;
+      if constexpr (tiles::kFwdShortNonCausalMaxKeys > 0) {
+        if (!causal) return pingpong ? fwd_run<Short, false, true>(a, stream) : fwd_run<Short, false, false>(a, stream);
+      }
       return pingpong ? fwd_run<Short, true, true>(a, stream) : fwd_run<Short, true, false>(a, stream);
     }
   }

@@ -286,6 +286,13 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 #define FMHA_TUNE_FWD_EARLY_QK 1
 #endif
 
+// Row maxima of the softmax in the three-warpgroup kernels: every row's maximum at once, from this many independent
+// partial maxima per row (a power of two dividing a thread's columns of S; perf-log v11). A/B hook: 0 = one row at
+// a time with four partial maxima, as in the two-warpgroup kernels (16 made ptxas spill in every kernel).
+#ifndef FMHA_TUNE_FWD_MAX_CHAINS
+#define FMHA_TUNE_FWD_MAX_CHAINS 8
+#endif
+
 /// View of a wgmma accumulator ((2, 2, V), M, N) as (rows, columns) = ((2, M), (2, V, N)) for row reductions.
 template <class Layout>
 CUTLASS_DEVICE constexpr auto acc_rowcol(Layout l) {
@@ -452,6 +459,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   constexpr bool kEarlyQK = FMHA_TUNE_FWD_EARLY_QK == 3 || (FMHA_TUNE_FWD_EARLY_QK == 2 && kWGs == 2) ||
                             (FMHA_TUNE_FWD_EARLY_QK == 1 && kWGs == 2 && kHeadDim <= 64) ||
                             (FMHA_TUNE_FWD_EARLY_QK == 4 && kWGs == 2 && (kHeadDim <= 64 || Causal));
+  constexpr int kMaxChains = FMHA_TUNE_FWD_MAX_CHAINS;
+  constexpr bool kRowMaxFirst = kMaxChains > 0 && kWGs == 3;
+  static_assert(!kRowMaxFirst || (kCols % kMaxChains == 0 && (kMaxChains & (kMaxChains - 1)) == 0),
+                "forward kernel: the row-maximum chains must be a power of two that divides the columns");
   static_assert(!kEarlyQK || Config::kStages >= 2,
                 "forward kernel: the early second Q·Kᵀ holds two K stages at once (one stage would deadlock)");
   const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue (ids 1 .. kWGs)
@@ -497,17 +508,52 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
             if (!walk.visible(i, j)) Sx(r, c) = -INFINITY;
           }
       }
+      // Row maxima. kRowMaxFirst (three-warpgroup kernels): every row's maximum at once, each from kMaxChains
+      // independent partial maxima and a tree, so that the FMNMX chains of all rows interleave before the quad
+      // shuffles (perf-log v11: +0.7 to +3.1 % at d 64 non-causal 2k–16k; the same code in the two-warpgroup
+      // kernels lost 2–4 % at d 64 short causal and 0–3 % at d 128 non-causal, so they keep one row at a time with
+      // four partial maxima, below).
+      float mx[kRows];
+      if constexpr (kRowMaxFirst) {
+        float chain[kRows][kMaxChains];
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < kRows; ++r)
+          CUTLASS_PRAGMA_UNROLL
+          for (int k = 0; k < kMaxChains; ++k) chain[r][k] = Sx(r, k);
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = kMaxChains; c < kCols; c += kMaxChains)
+          CUTLASS_PRAGMA_UNROLL
+          for (int r = 0; r < kRows; ++r)
+            CUTLASS_PRAGMA_UNROLL
+            for (int k = 0; k < kMaxChains; ++k) chain[r][k] = fmaxf(chain[r][k], Sx(r, c + k));
+        CUTLASS_PRAGMA_UNROLL
+        for (int w = kMaxChains / 2; w >= 1; w /= 2)
+          CUTLASS_PRAGMA_UNROLL
+          for (int r = 0; r < kRows; ++r)
+            CUTLASS_PRAGMA_UNROLL
+            for (int k = 0; k < w; ++k) chain[r][k] = fmaxf(chain[r][k], chain[r][k + w]);
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(chain[r][0], __shfl_xor_sync(0xffffffff, chain[r][0], 1));
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 2));
+      }
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < kRows; ++r) {
         // Four independent partial maxima and sums instead of one serial chain: the softmax of a block is on the
         // critical path of the mainloop (docs/perf-log.md, v3), and a 32-step dependent chain costs its latency.
         static_assert(kCols % 4 == 0, "row reductions use four partial results");
-        float part[4] = {Sx(r, 0), Sx(r, 1), Sx(r, 2), Sx(r, 3)};
-        CUTLASS_PRAGMA_UNROLL
-        for (int c = 4; c < kCols; ++c) part[c % 4] = fmaxf(part[c % 4], Sx(r, c));
-        float m = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
-        m = quad_allreduce_max<4>(m);
-        float new_max = fmaxf(row_max[r], m);
+        float part[4];
+        if constexpr (!kRowMaxFirst) {
+          part[0] = Sx(r, 0);
+          part[1] = Sx(r, 1);
+          part[2] = Sx(r, 2);
+          part[3] = Sx(r, 3);
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 4; c < kCols; ++c) part[c % 4] = fmaxf(part[c % 4], Sx(r, c));
+          float m = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
+          mx[r] = quad_allreduce_max<4>(m);
+        }
+        float new_max = fmaxf(row_max[r], mx[r]);
         if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE != 0) {
           // NaN (both -inf) and +inf (first finite max) compare false: those rows update.
           if ((new_max - row_max[r]) * scale_log2 <= 8.f) new_max = row_max[r];
