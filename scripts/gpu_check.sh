@@ -47,7 +47,9 @@ if [[ $steps == *,sanitizer,* ]]; then
   filter+=':Edge/FwdCaseTest.MatchesReference/E03a:Edge/FwdCaseTest.MatchesReference/varlen_persistent'
   filter+=':FwdGpu.AllScheduleVariantsMatchReference'
   # One persistent CTA walking many tiles: staging slices of O reused across tiles (TMA store at head-dim tiles <= 64).
-  filter+=":Edge/FwdCaseTest.MatchesReference/d32_persistent_sm1:Edge/FwdCaseTest.MatchesReference/d64_persistent_sm1*"
+  filter+=':Edge/FwdCaseTest.MatchesReference/d32_persistent_sm1:Edge/FwdCaseTest.MatchesReference/d64_persistent_sm1*'
+  # NaN rows past the last entry on the 192-row non-causal tiles.
+  filter+=':Edge/FwdCaseTest.MatchesReference/E05_nan_past_keys_192'
   # Warpgroups whose rows see none of the tile's keys, with and without ping-pong, on one persistent CTA.
   filter+=':Edge/FwdCaseTest.MatchesReference/qend_unseen_d64_sm1*'
   # The paired causal tile order (perf-log v9) on 5 persistent CTAs.

@@ -29,7 +29,7 @@ constexpr int kFwdShortCausalMaxKeys = FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS;
 
 /// Longest key length (per entry; the varlen maximum) for which non-causal problems at head-dim tiles up to 64 use
 /// 128-row tiles too. Against the 192-row kernel (two runs, both dtypes, docs/perf-log.md v11): +2.2 to +2.5 % at
-/// 1k, +0.2 to +0.9 % at 512, −3 to −5 % at 2k and −8 to −10 % at 8k–16k. A/B hook
+/// 1k, +0.2 to +0.9 % at 512, −3 to −5 % at 2k, −3 to −6 % at 4k and −8 to −10 % at 8k–16k. A/B hook
 /// FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS (0 = never; the two-warpgroup non-causal kernel is then not built).
 #ifndef FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS
 #define FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS 1024

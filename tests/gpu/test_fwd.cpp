@@ -31,9 +31,10 @@ constexpr int kShortCausalMax = fmha::tiles::kFwdShortCausalMaxKeys;
 constexpr int kShortKeys = kShortCausalMax < 1100 ? kShortCausalMax : 1100;
 constexpr int kLongKeys = kShortCausalMax + 52;
 // Non-causal problems at head-dim tiles ≤ 64 run 128-row tiles up to kShortNonCausalMax keys and 192-row tiles
-// beyond (0: never 128): kNcLongKeys is just past the limit.
+// beyond (0: never 128): kNcShortKeys is under the limit (when there is one), kNcLongKeys just past it.
 constexpr int kShortNonCausalMax = fmha::tiles::kFwdShortNonCausalMaxKeys;
-constexpr int kNcLongKeys = kShortNonCausalMax + 52;
+constexpr int kNcShortKeys = kShortNonCausalMax > 0 && kShortNonCausalMax < 700 ? kShortNonCausalMax : 700;
+constexpr int kNcLongKeys = (kShortNonCausalMax > 0 ? kShortNonCausalMax : 0) + 52;
 
 struct Named {
   std::string name;
@@ -144,6 +145,12 @@ std::vector<Named> edge_cases() {
     e.c.q_value = 0.5f;
     e.c.extra_rows = 3;
     v.push_back(e);
+    // The same NaN rows past the last entry on the 192-row non-causal tiles (the last entry has kNcLongKeys keys;
+    // the small entries above run 128-row tiles), fp16, random inputs.
+    Named f{"E05_nan_past_keys_192", varlen(4, 2, 64, {1, 700}, {3, kNcLongKeys}, MaskType::kNone)};
+    f.c.dtype = DType::kFP16;
+    f.c.extra_rows = 3;
+    v.push_back(f);
   }
   {
     Named e{"E06_fused_qkv_stride", varlen(16, 16, 128, {300, 77, 512}, {300, 77, 512}, MaskType::kCausal)};
@@ -177,13 +184,21 @@ std::vector<Named> edge_cases() {
     n.c.row_pad = 8;
     v.push_back(n);
   }
-  // Epilogue clipping, 300 query rows. Head dim 40 (head-dim tile 64, 192-row tiles): the dense TMA store of O is
-  // one box cut at column 40; the last tile's last warpgroup slice (rows 320..383) lies wholly past the end and is
-  // not stored, and the slice before it is cut at row 300. Head dim 96 (tile 128): the 16-byte stores skip the
-  // columns past 96 and the rows past 300. Padded rows catch a write past head_dim.
+  // Epilogue clipping, 300 query rows. Head dim 40 (head-dim tile 64): the dense TMA store of O is one box cut at
+  // column 40; on 128-row tiles (500 keys, within kShortNonCausalMax) the last tile's second warpgroup slice (rows
+  // 320..383) lies wholly past the end and is not stored, and the slice before it is cut at row 300; "_192"
+  // (kNcLongKeys keys, 192-row tiles, fp16): the second tile's slices 256..319 (cut at 300) and 320..383 (not
+  // stored). Head dim 96 (tile 128): the 16-byte stores skip the columns past 96 and the rows past 300. Padded rows
+  // catch a write past head_dim.
   for (int d : {96, 40}) {
     Named n{"tma_store_clip_d" + std::to_string(d), dense(2, 3, 1, 300, 500, d, MaskType::kNone)};
     n.c.row_pad = 8;
+    v.push_back(n);
+  }
+  {
+    Named n{"tma_store_clip_d40_192", dense(2, 3, 1, 300, kNcLongKeys, 40, MaskType::kNone)};
+    n.c.row_pad = 8;
+    n.c.dtype = DType::kFP16;
     v.push_back(n);
   }
   // Tensors without rows: no query rows (nothing to do) and no keys (O = 0, LSE = −inf), dense and varlen.
@@ -214,7 +229,7 @@ std::vector<Named> edge_cases() {
   // Head-dim tile 32 (its own shared-memory swizzle and Q stage stride) on one persistent CTA, so that it walks
   // many tiles through both Q buffers: non-causal with at most kShortNonCausalMax keys (128-row tiles) and with
   // more (192-row tiles), causal with at most kShortCausalMax keys (128-row tiles) and with more (192-row tiles).
-  for (auto [name, sk, mask] : {std::tuple{"d32_persistent_sm1", 700, MaskType::kNone},
+  for (auto [name, sk, mask] : {std::tuple{"d32_persistent_sm1", kNcShortKeys, MaskType::kNone},
                                 std::tuple{"d32_persistent_sm1_192", kNcLongKeys, MaskType::kNone},
                                 std::tuple{"d32_persistent_sm1_causal", 1000, MaskType::kCausal},
                                 std::tuple{"d32_persistent_sm1_causal_192", kLongKeys, MaskType::kCausal}}) {
@@ -226,7 +241,7 @@ std::vector<Named> edge_cases() {
   // Head-dim tile 64 on one persistent CTA: each consumer warpgroup stores O of many tiles through the same
   // staging slice, so the wait for the previous tile's TMA store before the slice is rewritten is exercised (also
   // in the sanitizer smoke set of scripts/gpu_check.sh), on 128-row tiles (700 keys) and 192-row tiles ("_192").
-  for (int sk : {700, kNcLongKeys}) {
+  for (int sk : {kNcShortKeys, kNcLongKeys}) {
     Named n{std::string("d64_persistent_sm1") + (sk > kShortNonCausalMax ? "_192" : ""),
             dense(2, 3, 3, 900, sk, 64, MaskType::kNone)};
     n.c.scheduler = fmha::TileScheduler::kPersistent;
@@ -433,6 +448,8 @@ TEST(FwdGpu, AllScheduleVariantsMatchReference) {
                         // Non-causal past kShortNonCausalMax keys: 192-row tiles (the one above runs 128-row tiles).
                         dense(1, 4, 2, 500, kNcLongKeys, 64, MaskType::kNone),
                         varlen(6, 3, 32, {200, 0, 700, 64}, {kNcLongKeys, 5, 300, 1}, MaskType::kNone),
+                        // Head-dim tile 32, non-causal within kShortNonCausalMax: 128-row tiles.
+                        dense(2, 4, 4, 450, 390, 32, MaskType::kNone),
                         varlen(8, 2, 64, {300, 1, 1024, 77}, {500, 9, 1024, 0}, MaskType::kCausal, CausalAlign::kQEnd),
                         dense(2, 4, 4, 450, 390, 32, MaskType::kCausal),
                         // Causal at head-dim tiles ≤ 64 with more than kFwdShortCausalMaxKeys keys: 192-row tiles

@@ -9,8 +9,8 @@
 // Key blocks are walked from the last to the first, so the blocks that need masking (causal diagonal, the partial
 // tail) come first and the rest run the unmasked fast path.
 //
-// Warp roles (384 threads for 128-row tiles: head-dim tile 128, and short causal problems at 32 and 64; 512 for
-// 192-row tiles at 32 and 64):
+// Warp roles (384 threads for 128-row tiles: head-dim tile 128, and short problems at 32 and 64; 512 for 192-row
+// tiles at 32 and 64):
 //   warpgroup 0: producer; thread 0 issues every TMA load; registers given away (24 per thread)
 //   warpgroup 1 + w (w = 0, 1[, 2]): consumer w, query rows [64·w, 64·w + 64) of the tile
 #pragma once
@@ -33,7 +33,7 @@ using namespace cute;
 
 /// Compile-time configuration of one forward kernel: tile sizes, MMA atoms and shared-memory layouts.
 /// Single source of truth for tile sizes (the host reads kBlockM / kBlockN from here too).
-/// BlockM_: query rows per tile, 64 per consumer warpgroup (tiles::fwd_block_m by default; 128 for the short causal
+/// BlockM_: query rows per tile, 64 per consumer warpgroup (tiles::fwd_block_m by default; 128 for the short
 /// problems of tiles::fwd_block_m_for).
 template <class Element_, int HeadDim_, int BlockM_ = tiles::fwd_block_m(HeadDim_)>
 struct FwdConfig {
@@ -278,7 +278,7 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 // so that it runs on the tensor cores during the first block's (masked) softmax instead of after it (perf-log v9:
 // the first block's Q·Kᵀ, waited for at once, and its softmax were un-overlapped per-tile code). It needs a second S
 // accumulator in the tile prologue, so it is on where registers allow: the two-warpgroup kernels at head-dim tiles
-// up to 64 (short causal problems; measured +0.8–2.5 % at causal 512–1k over the tile decode change alone,
+// up to 64 (short problems; measured +0.8–2.5 % at causal 512–1k over the tile decode change alone,
 // perf-log v10). At head-dim tile 128 the causal ping-pong kernel spilled and its mainloop grew (961 -> 1011 SASS
 // instructions); the non-causal one lost 4–6 % at 8k–16k. A/B hook: 1 = two-warpgroup kernels at head-dim tiles up
 // to 64, 2 = every two-warpgroup kernel, 3 = every kernel, 4 = as 1 plus the causal two-warpgroup kernels, 0 = off.
@@ -288,7 +288,8 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 
 // Row maxima of the softmax in the three-warpgroup kernels: every row's maximum at once, from this many independent
 // partial maxima per row (a power of two dividing a thread's columns of S; perf-log v11). A/B hook: 0 = one row at
-// a time with four partial maxima, as in the two-warpgroup kernels (16 made ptxas spill in every kernel).
+// a time with four partial maxima, as in the two-warpgroup kernels. (A value of 16 made ptxas spill in every
+// kernel.)
 #ifndef FMHA_TUNE_FWD_MAX_CHAINS
 #define FMHA_TUNE_FWD_MAX_CHAINS 8
 #endif
@@ -527,11 +528,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
             CUTLASS_PRAGMA_UNROLL
             for (int k = 0; k < kMaxChains; ++k) chain[r][k] = fmaxf(chain[r][k], Sx(r, c + k));
         CUTLASS_PRAGMA_UNROLL
-        for (int w = kMaxChains / 2; w >= 1; w /= 2)
+        for (int half = kMaxChains / 2; half >= 1; half /= 2)
           CUTLASS_PRAGMA_UNROLL
           for (int r = 0; r < kRows; ++r)
             CUTLASS_PRAGMA_UNROLL
-            for (int k = 0; k < w; ++k) chain[r][k] = fmaxf(chain[r][k], chain[r][k + w]);
+            for (int k = 0; k < half; ++k) chain[r][k] = fmaxf(chain[r][k], chain[r][k + half]);
         CUTLASS_PRAGMA_UNROLL
         for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(chain[r][0], __shfl_xor_sync(0xffffffff, chain[r][0], 1));
         CUTLASS_PRAGMA_UNROLL
@@ -539,8 +540,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       }
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < kRows; ++r) {
-        // Four independent partial maxima and sums instead of one serial chain: the softmax of a block is on the
-        // critical path of the mainloop (docs/perf-log.md, v3), and a 32-step dependent chain costs its latency.
+        // Four independent partial sums (and, without kRowMaxFirst, maxima) instead of one serial chain: the softmax
+        // of a block is on the critical path of the mainloop (docs/perf-log.md, v3), and a 32-step dependent chain
+        // costs its latency.
         static_assert(kCols % 4 == 0, "row reductions use four partial results");
         float part[4];
         if constexpr (!kRowMaxFirst) {
