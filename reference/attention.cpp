@@ -34,6 +34,7 @@ void require(bool ok, const char* fn, const std::string& what, const E& expected
 struct Reader {
   DType dtype;
   Rounding rounding;
+  bool sum_rounded_p = false;  ///< under kKernel, the row sum adds the rounded P (AttnShape::row_sum_rounded_p)
   double operator()(float x) const {
     return rounding == Rounding::kKernel ? static_cast<double>(round_to(dtype, x)) : static_cast<double>(x);
   }
@@ -42,7 +43,8 @@ struct Reader {
 /// One query row q[0..d_qk) against keys j in [lo, hi): key_row(j) → d_qk floats, val_row(j) → d_v floats.
 /// Writes o[0..d_v) and, if lse is non-null, *lse. An empty range gives O = 0, LSE = −inf.
 /// Under kKernel, P_j = exp(t_j − max t) is taken to fp32 and rounded to dtype before P·V (as a kernel feeds its
-/// second MMA); the row sum uses the unrounded P, as a kernel's fp32 row sum does.
+/// second MMA); the row sum uses the unrounded P, as a kernel's fp32 row sum does, or with rd.sum_rounded_p the
+/// rounded P, as a kernel that sums P on the tensor cores does.
 template <typename KeyRow, typename ValRow>
 void attend_row(const std::vector<double>& q, int d_v, int lo, int hi, KeyRow key_row, ValRow val_row, double scale,
                 const Reader& rd, float* o, float* lse) {
@@ -65,9 +67,9 @@ void attend_row(const std::vector<double>& q, int d_v, int lo, int hi, KeyRow ke
   std::vector<double> acc(static_cast<size_t>(d_v), 0.0);
   for (int j = lo; j < hi; ++j) {
     const double p = std::exp(t[j - lo] - m);
-    sum += p;
     const double p_mma =
         rd.rounding == Rounding::kKernel ? static_cast<double>(round_to(rd.dtype, static_cast<float>(p))) : p;
+    sum += rd.rounding == Rounding::kKernel && rd.sum_rounded_p ? p_mma : p;
     const float* v = val_row(j);
     for (int d = 0; d < d_v; ++d) acc[d] += p_mma * rd(v[d]);
   }
@@ -172,7 +174,7 @@ void fwd(const AttnShape& s, ConstView q, ConstView k, ConstView v, MutView o, M
     }
   }
 
-  const Reader rd{s.dtype, s.rounding};
+  const Reader rd{s.dtype, s.rounding, s.row_sum_rounded_p};
   const double scale = s.softmax_scale();
   const int group = s.heads_q / s.heads_kv;
   std::vector<double> qrow(static_cast<size_t>(s.head_dim_qk));

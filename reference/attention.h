@@ -10,7 +10,8 @@
 // rounded to `dtype` before the second product, accumulation is still fp64. Rounding::kExact uses the values as
 // given. See dtype.h for the rounding functions.
 // In the forward family (fwd, gen, mla_decode) the P fed to P·V is the unnormalised exp(s − rowmax), taken to fp32
-// and then rounded to `dtype`; the row sum (and so LSE) uses the unrounded P, as a kernel's fp32 row sum does.
+// and then rounded to `dtype`; the row sum (and so LSE) uses the unrounded P, as a kernel's fp32 row sum does
+// (fwd with AttnShape::row_sum_rounded_p: the rounded P, as a kernel that sums P on the tensor cores does).
 // Outputs (O, LSE) are never rounded: they are returned as float from the fp64 result.
 // fwd, combine_splits, gen and mla_decode check their arguments; a bad one throws std::invalid_argument naming it
 // with the expected versus actual value, e.g. "fwd: heads_q % heads_kv: expected 0, got 3 (heads_q=9, heads_kv=6)".
@@ -40,6 +41,11 @@ struct AttnShape {
   double scale = 0.0;              ///< softmax scale; 0 means 1/sqrt(head_dim_qk)
   DType dtype = DType::kFP16;      ///< element type emulated by Rounding::kKernel
   Rounding rounding = Rounding::kExact;
+  /// fwd under kKernel only: the row sum (so O's normaliser and LSE) adds P as rounded to dtype for P·V, as a
+  /// kernel that sums P on the tensor cores does (fmha's non-causal 192-row forward kernels), instead of the
+  /// unrounded P.
+  /// Ignored by kExact and by the backward.
+  bool row_sum_rounded_p = false;
 
   double softmax_scale() const;    ///< scale, or 1/sqrt(head_dim_qk) when scale == 0
 };

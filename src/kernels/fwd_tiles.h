@@ -45,6 +45,22 @@ constexpr int fwd_block_m_for(int head_dim_tile, bool causal, int seqlen_k) {
   return head_dim_tile <= 64 && short_rows ? 128 : fwd_block_m(head_dim_tile);
 }
 
+/// Whether the kernel with `block_m` query rows per tile and this mask sums each softmax row on the tensor cores
+/// (L = P·1 in the P·V wgmma batch, with P rounded to the element type, folded into an fp32 running sum once per key
+/// block; src/kernels/kernel/fwd_kernel.cuh) instead of adding the fp32 P with FADDs: the non-causal
+/// three-warpgroup (192-row) kernels. Their LSE is then ln of the sum of the rounded P (docs/numerics.md).
+/// Measured (docs/perf-log.md v12, two runs, both dtypes): −0.5 to +3.4 % at d 64 non-causal 2k–16k (+1.5 % on
+/// average); the causal 192-row kernels measured −5.5 to +0.6 % at 8k–16k (they keep the FADD sums), and the two-warpgroup kernels lost
+/// 4–8 % with it (d 128 everywhere, d 64 short rows). A/B hook FMHA_TUNE_FWD_MMA_ROWSUM: 0 = never, 1 = non-causal
+/// 192-row tiles, 2 = every kernel.
+#ifndef FMHA_TUNE_FWD_MMA_ROWSUM
+#define FMHA_TUNE_FWD_MMA_ROWSUM 1
+#endif
+constexpr int kFwdMmaRowSum = FMHA_TUNE_FWD_MMA_ROWSUM;
+constexpr bool fwd_mma_row_sum(int block_m, bool causal) {
+  return kFwdMmaRowSum == 2 || (kFwdMmaRowSum == 1 && block_m == 192 && !causal);
+}
+
 /// Keys per mainloop block.
 constexpr int fwd_block_n(int /*head_dim_tile*/) { return 128; }
 

@@ -379,6 +379,26 @@ TEST(ReferenceFwd, KernelRoundingRoundsPBeforePv) {
   EXPECT_NEAR(o[1], std::exp(-1.0) / sum, 1e-7);
 }
 
+TEST(ReferenceFwd, KernelRoundingWithRoundedRowSumNormalisesByTheRoundedP) {
+  // As above, with the row sum of the rounded P (a kernel that sums P on the tensor cores): P = [1, 0.375] in e4m3.
+  const float q[] = {1.0f}, k[] = {0.0f, -1.0f}, v[] = {1.0f, 0.0f, 0.0f, 1.0f};
+  AttnShape s;
+  s.head_dim_qk = 1, s.head_dim_v = 2, s.seqlens_q = {1}, s.seqlens_k = {2}, s.scale = 1.0;
+  s.rounding = Rounding::kKernel, s.dtype = DType::kFP8E4M3, s.row_sum_rounded_p = true;
+  float o[2], lse;
+  fwd(s, bshd<const float>(q, 1, 1, 1), bshd<const float>(k, 2, 1, 1), bshd<const float>(v, 2, 1, 2),
+      bshd(o, 1, 1, 2), bshd(&lse, 1, 1, 1));
+  EXPECT_NEAR(o[0], 1.0 / 1.375, 1e-7);
+  EXPECT_NEAR(o[1], 0.375 / 1.375, 1e-7);
+  EXPECT_NEAR(lse, std::log(1.375), 1e-7);  // not ln(1 + e^-1) = 0.3133
+  // kExact ignores the flag.
+  s.rounding = Rounding::kExact;
+  fwd(s, bshd<const float>(q, 1, 1, 1), bshd<const float>(k, 2, 1, 1), bshd<const float>(v, 2, 1, 2),
+      bshd(o, 1, 1, 2), bshd(&lse, 1, 1, 1));
+  EXPECT_NEAR(lse, std::log(1.0 + std::exp(-1.0)), 1e-7);
+  EXPECT_NEAR(o[1], std::exp(-1.0) / (1.0 + std::exp(-1.0)), 1e-7);
+}
+
 TEST(ReferenceFwd, KernelRoundingDiffersFromExactByABoundedAmount) {
   std::mt19937 g(6);
   Problem p = make_packed({6, 5}, {7, 9}, 4, 2, 16, 16, g);

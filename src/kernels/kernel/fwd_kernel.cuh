@@ -70,6 +70,20 @@ struct FwdConfig {
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, HD, BlkN>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
 
+  // Softmax row sums on the tensor cores (tiles::fwd_mma_row_sum: the non-causal three-warpgroup kernels; the
+  // kernel's kMmaRowSum). Every P·V wgmma batch also issues L = P·1: m64n8k16 wgmmas with P from registers against
+  // one (8 columns, 16 keys) tile of ones in shared memory (K-major, no swizzle), used for every 16-key step. The fp32
+  // accumulator L then holds each row's sum of the block's P as rounded for P·V (every column alike), which one add
+  // per row and block folds into the running sum; this replaces the softmax's FADD per score and the final quad
+  // shuffles (FlashAttention-3 adds the fp32 P instead). The sum is of the rounded P, the same P that weighs V
+  // (docs/numerics.md: LSE moves by that rounding).
+  // kOnesTile: whether either mask's kernel of this configuration uses it (then shared memory holds the ones tile).
+  static constexpr bool kOnesTile = tiles::fwd_mma_row_sum(kBlockM, false) || tiles::fwd_mma_row_sum(kBlockM, true);
+  using MmaSum = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, _8, BlkN>, GMMA::Major::K, GMMA::Major::K>(),
+      Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
+  using SmemLayoutOnes = decltype(tile_to_shape(GMMA::Layout_K_INTER_Atom<Element>{}, Shape<_8, _16>{}));
+
   using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkM, HD>());
   using SmemAtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkN, HD>());
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<BlkM, HD, Int<kStagesQ>>{}));
@@ -106,6 +120,8 @@ struct FwdConfig {
     typename PipelineQ::SharedStorage pipe_q;
     typename PipelineKV::SharedStorage pipe_k;
     typename PipelineKV::SharedStorage pipe_v;
+    // Last, so that the other members keep their offsets in the kernels without it.
+    std::conditional_t<kOnesTile, cute::array_aligned<Element, cosize_v<SmemLayoutOnes>, 128>, char> ones;
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 227 * 1024, "forward kernel: shared memory over the sm_90 limit of 227 KiB");
@@ -327,6 +343,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   constexpr int kBlockN = Config::kBlockN;
   constexpr int kHeadDim = Config::kHeadDim;
   using Walk = MaskWalk<kBlockM, kBlockN, Causal>;
+  // Row sums on the tensor cores (FwdConfig, "Softmax row sums on the tensor cores").
+  constexpr bool kMmaRowSum = tiles::fwd_mma_row_sum(kBlockM, Causal);
+  static_assert(!kMmaRowSum || Config::kOnesTile, "forward kernel: row sums on the tensor cores need the ones tile");
 
   extern __shared__ __align__(1024) char smem_raw[];
   SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_raw);
@@ -356,6 +375,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   PipelineQ pipe_q(ss.pipe_q, pq, Shape<_1, _1, _1>{});
   PipelineKV pipe_k(ss.pipe_k, pkv, Shape<_1, _1, _1>{});
   PipelineKV pipe_v(ss.pipe_v, pkv, Shape<_1, _1, _1>{});
+  if constexpr (kMmaRowSum) {
+    static_assert(cosize_v<typename Config::SmemLayoutOnes> == 128, "forward kernel: the ones tile is 8 x 16");
+    if (threadIdx.x < 128) ss.ones[threadIdx.x] = Element(1.f);
+    cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read by wgmma (async proxy)
+  }
   __syncthreads();
 
   Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Config::SmemLayoutQ{});
@@ -442,6 +466,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   Tensor tOrP = thr_pv.partition_fragment_A(
       make_tensor(make_smem_ptr(static_cast<Element*>(nullptr)), Layout<Shape<Int<kBlockM>, Int<kBlockN>>>{}));
   static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P fragment must mirror S accumulator");
+  // Row sums on the tensor cores (kMmaRowSum): L = P·1 of one key block; every column of L holds the row's sum over
+  // the block. Unused (and compiled away) in the kernels without it.
+  typename Config::MmaSum mma_sum;
+  Tensor tLrL = partition_fragment_C(mma_sum, Shape<Int<kBlockM>, _8>{});
+  Tensor L = make_tensor(tLrL.data(), acc_rowcol(tLrL.layout()));
 
   // Coordinates (row within tile, column within block) of every accumulator element of this thread.
   Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
@@ -563,15 +592,21 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         corr[r] = new_max == -INFINITY ? 1.f : exp2f((row_max[r] - new_max) * scale_log2);
         if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE != 0) corr[r] = new_max == row_max[r] ? 1.f : corr[r];
         const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
-        CUTLASS_PRAGMA_UNROLL
-        for (int k = 0; k < 4; ++k) part[k] = 0.f;
-        CUTLASS_PRAGMA_UNROLL
-        for (int c = 0; c < kCols; ++c) {
-          Sx(r, c) = exp2f(fmaf(Sx(r, c), scale_log2, -base));
-          part[c % 4] += Sx(r, c);
+        if constexpr (kMmaRowSum) {
+          // The row sum comes from the P·1 wgmma (L), folded into row_sum after the P·V batch (fold_row_sums).
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < kCols; ++c) Sx(r, c) = exp2f(fmaf(Sx(r, c), scale_log2, -base));
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int k = 0; k < 4; ++k) part[k] = 0.f;
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < kCols; ++c) {
+            Sx(r, c) = exp2f(fmaf(Sx(r, c), scale_log2, -base));
+            part[c % 4] += Sx(r, c);
+          }
+          const float sum = (part[0] + part[1]) + (part[2] + part[3]);
+          row_sum[r] = row_sum[r] * corr[r] + sum;
         }
-        const float sum = (part[0] + part[1]) + (part[2] + part[3]);
-        row_sum[r] = row_sum[r] * corr[r] + sum;
         row_max[r] = new_max;
       }
     };
@@ -600,6 +635,43 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       for (int r = 0; r < kRows; ++r)
         CUTLASS_PRAGMA_UNROLL
         for (int c = 0; c < size<1>(O); ++c) O(r, c) *= corr[r];
+    };
+    // With kMmaRowSum: O += P·V from a V stage and L += P·1, in one wgmma batch, not waited for. (The kernels without
+    // it call wg_gemm directly: routing them through this lambda changed their register allocation.)
+    auto pv_sum_gemm = [&](int stage) {
+      if constexpr (kMmaRowSum) {
+        Tensor sOnes = make_tensor(make_smem_ptr(ss.ones.data()), typename Config::SmemLayoutOnes{});
+        Tensor tLrOnes = mma_sum.get_thread_slice(tid).partition_fragment_B(sOnes);  // (MMA, 1, 1)
+        Tensor tV = tOrV(_, _, _, stage);
+        warpgroup_fence_operand(tOrP);
+        warpgroup_fence_operand(tOrO);
+        warpgroup_fence_operand(tLrL);
+        warpgroup_arrive();
+        CUTLASS_PRAGMA_UNROLL
+        for (int k = 0; k < size<2>(tOrP); ++k) cute::gemm(mma_pv, tOrP(_, _, k), tV(_, _, k), tOrO);
+        // L = this block's sums only (the first step overwrites L); the same ones serve every 16-key step.
+        mma_sum.accumulate_ = GMMA::ScaleOut::Zero;
+        CUTLASS_PRAGMA_UNROLL
+        for (int k = 0; k < size<2>(tOrP); ++k) {
+          cute::gemm(mma_sum, tOrP(_, _, k), tLrOnes(_, _, 0), tLrL);
+          mma_sum.accumulate_ = GMMA::ScaleOut::One;
+        }
+        warpgroup_commit_batch();
+        warpgroup_fence_operand(tLrL);
+        warpgroup_fence_operand(tOrO);
+        warpgroup_fence_operand(tOrP);
+      }
+    };
+    // With kMmaRowSum, once a P·V batch is done: L holds the sums of that block's P (relative to the max the block
+    // was exponentiated with), and the softmax since has produced the factor `corr` to the new max. The running fp32
+    // sum takes the block's sum with one rounded add, and both are rescaled like O:
+    // row_sum = (row_sum + L) · corr. Folding every block keeps L small: over a whole row, the tensor cores' fp32
+    // accumulation (which truncates) lost up to 9e-4 of the sum at 270k keys (E07b).
+    auto fold_row_sums = [&](float const (&corr)[kRows]) {
+      if constexpr (kMmaRowSum) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < kRows; ++r) row_sum[r] = (row_sum[r] + L(r, 0)) * corr[r];
+      }
     };
 
     if (n_blocks > 0) {
@@ -642,7 +714,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           pipe_v.consumer_wait(v_state);
           zero_v_tail(n, v_state.index());
           turn_wait();
-          wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+          if constexpr (kMmaRowSum) pv_sum_gemm(v_state.index());
+          else wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
           turn_pass();
           warpgroup_wait<1>();
           pipe_k.consumer_release(k_state);
@@ -655,6 +728,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
             for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
           }
           warpgroup_wait<0>();
+          fold_row_sums(corr);
           pipe_v.consumer_release(v_state);
           ++v_state;
           convert_p(tSrS);
@@ -680,7 +754,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         turn_wait();
         wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_state.index()), tSrS);
         if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE == 0) rescale_o(corr);
-        wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+        if constexpr (kMmaRowSum) pv_sum_gemm(v_state.index());
+        else wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
         turn_pass();
         warpgroup_wait<1>();
         pipe_k.consumer_release(k_state);
@@ -698,6 +773,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
         }
         warpgroup_wait<0>();
+        fold_row_sums(corr);
         pipe_v.consumer_release(v_state);
         ++v_state;
         convert_p(tSrS);
@@ -706,9 +782,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       pipe_v.consumer_wait(v_state);
       zero_v_tail(0, v_state.index());
       turn_wait();
-      wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+      if constexpr (kMmaRowSum) pv_sum_gemm(v_state.index());
+      else wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
       turn_pass();
       warpgroup_wait<0>();
+      if constexpr (kMmaRowSum) {
+        // The last block: its P is relative to the final max, so no factor.
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < kRows; ++r) row_sum[r] += L(r, 0);
+      }
       pipe_v.consumer_release(v_state);
       ++v_state;
       pipe_q.consumer_release(q_state);
@@ -719,7 +801,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     float inv[kRows];
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      const float sum = quad_allreduce_sum(row_sum[r]);
+      // With kMmaRowSum row_sum already holds the whole row's sum (every column of L does); else the quad's four
+      // threads add theirs.
+      float sum;
+      if constexpr (kMmaRowSum) sum = row_sum[r];
+      else sum = quad_allreduce_sum(row_sum[r]);
       inv[r] = sum > 0.f ? 1.f / sum : 0.f;
       const float lse = sum > 0.f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
       const int row = get<0>(Sc(r, 0));
