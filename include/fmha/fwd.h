@@ -31,11 +31,14 @@ enum class Toggle { kAuto, kOff, kOn };
 ///    [total_q][heads_q][·] and K, V [total_k][heads_kv][·]; entry b owns rows [cu[b], cu[b+1]). Batch strides are
 ///    ignored. seqlen_q / seqlen_k must be the largest per-entry lengths (upper bounds are fine: they size the grid,
 ///    and at head dims ≤ 64 seqlen_k also picks the tile height: 128 rows up to 4096 keys causal and up to 1024
-///    non-causal, 192 above, so a loose bound past those gives correct but slower tiles on short entries).
+///    non-causal, 192 above, so a loose bound past those gives correct but slower tiles on short entries; the
+///    non-causal 192-row tiles sum the softmax rows from P rounded to the element type, see LSE below).
 ///    No padding is needed before the first entry or after the last; rows outside an entry are never used in its
 ///    results and never written, even when they hold NaN.
 ///  * LSE (optional, fp32, natural log of Σ exp(scale·s)): dense [batch][heads_q][seqlen_q]; varlen [heads_q][total_q].
-///    A query row that sees no key gets O = 0 and LSE = −inf.
+///    A query row that sees no key gets O = 0 and LSE = −inf. Accuracy: fp32 sums of the exponentials, except in
+///    the non-causal kernels with 192-row tiles (head dims ≤ 64, seqlen_k > 1024), which sum P as rounded to fp16 /
+///    bf16 for P·V: LSE then moves by that rounding (docs/numerics.md, "Row sums of the rounded P").
 ///  * GQA/MQA: query head h uses K/V head h / (heads_q / heads_kv).
 /// Alignment: q, k, v, o 16-byte aligned; every row, head and batch stride a positive multiple of 8 elements
 /// (16 bytes) below 2^39 elements (a head or batch stride may be 0 where that mode has one entry); lse and

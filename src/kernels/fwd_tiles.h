@@ -49,10 +49,10 @@ constexpr int fwd_block_m_for(int head_dim_tile, bool causal, int seqlen_k) {
 /// (L = P·1 in the P·V wgmma batch, with P rounded to the element type, folded into an fp32 running sum once per key
 /// block; src/kernels/kernel/fwd_kernel.cuh) instead of adding the fp32 P with FADDs: the non-causal
 /// three-warpgroup (192-row) kernels. Their LSE is then ln of the sum of the rounded P (docs/numerics.md).
-/// Measured (docs/perf-log.md v12, two runs, both dtypes): −0.5 to +3.4 % at d 64 non-causal 2k–16k (+1.5 % on
-/// average); the causal 192-row kernels measured −5.5 to +0.6 % at 8k–16k (they keep the FADD sums), and the two-warpgroup kernels lost
-/// 4–8 % with it (d 128 everywhere, d 64 short rows). A/B hook FMHA_TUNE_FWD_MMA_ROWSUM: 0 = never, 1 = non-causal
-/// 192-row tiles, 2 = every kernel.
+/// Measured (docs/perf-log.md v12, two runs, both dtypes, four readings per row): −0.5 to +3.4 % at d 64 non-causal
+/// 2k–16k (+1.4 % or more at 2k); the causal 192-row kernels measured −5.5 to +0.6 % at 8k–16k, so they keep the
+/// FADD sums; in the two-warpgroup kernels a first version lost 0.5–8.4 % (d 128, and d 64 short rows). A/B hook
+/// FMHA_TUNE_FWD_MMA_ROWSUM: 0 = never, 1 = non-causal 192-row tiles, 2 = every kernel.
 #ifndef FMHA_TUNE_FWD_MMA_ROWSUM
 #define FMHA_TUNE_FWD_MMA_ROWSUM 1
 #endif

@@ -189,6 +189,20 @@ TEST(ApiFwd, KernelNames) {
   EXPECT_EQ(fmha::fwd_kernel_name(p), "");
 }
 
+TEST(ApiFwd, RowSumsOnTensorCoresByTileAndMask) {
+  // tiles::fwd_mma_row_sum decides both the kernel's row-sum path and the LSE model of the GPU tests.
+  namespace t = fmha::tiles;
+  const bool every = t::kFwdMmaRowSum == 2, nc192 = t::kFwdMmaRowSum == 1 || every;
+  EXPECT_EQ(t::fwd_mma_row_sum(192, false), nc192);
+  EXPECT_EQ(t::fwd_mma_row_sum(192, true), every);
+  EXPECT_EQ(t::fwd_mma_row_sum(128, false), every);
+  EXPECT_EQ(t::fwd_mma_row_sum(128, true), every);
+  // Which problems get 192-row tiles: non-causal past the short limit at head-dim tiles up to 64, never at 128.
+  const int past_short = t::kFwdShortNonCausalMaxKeys + 1;
+  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_block_m_for(t::fwd_head_dim_tile(64), false, past_short), false), nc192);
+  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_block_m_for(t::fwd_head_dim_tile(128), false, 16384), false), every);
+}
+
 TEST(ApiFwd, ManifestListsEveryForwardUnit) {
   auto v = fmha::fwd_kernel_variants();
   ASSERT_EQ(v.size(), 6u);

@@ -321,6 +321,27 @@ std::vector<Named> edge_cases() {
     n.c.fill = ramp_fill(1024, 4, 64);
     v.push_back(n);
   }
+  // The same ramp on the non-causal 192-row tiles, whose row sums come from the tensor cores and are folded with
+  // each block's rescale factor (tiles::fwd_mma_row_sum): factors other than 0 and 1 reach the fold only here.
+  for (DType t : {DType::kBF16, DType::kFP16})
+    for (auto pp : {fmha::Toggle::kOn, fmha::Toggle::kOff}) {
+      Named n{std::string("lazy_rescale_ramp_none_d64_192_") + (t == DType::kBF16 ? "bf16" : "fp16") +
+                  (pp == fmha::Toggle::kOn ? "_pingpong" : "_free"),
+              dense(1, 4, 4, 512, kNcLongKeys + 1024, 64, MaskType::kNone)};
+      n.c.dtype = t;
+      n.c.scale = 1.f;
+      n.c.pingpong = pp;
+      n.c.fill = ramp_fill(kNcLongKeys + 1024, 4, 64);
+      v.push_back(n);
+    }
+  {
+    // A long non-causal row on the 192-row tiles: over 270000 keys a row sum accumulated in the tensor cores' fp32
+    // (which truncates) lost 8.6e-4 of itself (perf-log v12, E07b when its kernel had it); folded per key block it
+    // must pass the LSE rule.
+    Named e{"long_row_sum_270k_noncausal", dense(1, 1, 1, 384, 270000, 64, MaskType::kNone)};
+    e.c.check_rows = 32;
+    v.push_back(e);
+  }
   // Dense non-causal problems run their tiles in L2-sized sections of heads (decode_tile): Llama-3-8B at 8k has two
   // full sections of 16 query heads; 6 query heads over 2 K/V heads with 20000 keys give sections of 4 and 2.
   {

@@ -524,7 +524,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     const bool early_qk = kEarlyQK && n_blocks >= 2;
     if (!early_qk) clear(tOrO);
 
-    // Masks the block (when needed), updates the running max and sum, and turns S into unnormalised P.
+    // Masks the block (when needed), updates the running max and (without kMmaRowSum) sum, and turns S into
+    // unnormalised P.
     // Returns through `corr` the factor by which earlier O and sums must be rescaled.
     auto softmax_block = [&](decltype(S)& Sx, int n, bool need_mask, float (&corr)[kRows]) {
       if (need_mask) {
