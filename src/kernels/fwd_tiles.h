@@ -52,13 +52,14 @@ constexpr int fwd_block_m_for(int head_dim_tile, bool causal, int seqlen_k) {
 /// Measured (docs/perf-log.md v12, two runs, both dtypes, four readings per row): −0.5 to +3.4 % at d 64 non-causal
 /// 2k–16k (+1.4 % or more at 2k); the causal 192-row kernels measured −5.5 to +0.6 % at 8k–16k, so they keep the
 /// FADD sums; in the two-warpgroup kernels a first version lost 0.5–8.4 % (d 128, and d 64 short rows). A/B hook
-/// FMHA_TUNE_FWD_MMA_ROWSUM: 0 = never, 1 = non-causal 192-row tiles, 2 = every kernel.
+/// FMHA_TUNE_FWD_MMA_ROWSUM: 0 = never, 1 = non-causal 192-row tiles, 2 = every kernel, 3 = every 192-row kernel.
 #ifndef FMHA_TUNE_FWD_MMA_ROWSUM
 #define FMHA_TUNE_FWD_MMA_ROWSUM 1
 #endif
 constexpr int kFwdMmaRowSum = FMHA_TUNE_FWD_MMA_ROWSUM;
 constexpr bool fwd_mma_row_sum(int block_m, bool causal) {
-  return kFwdMmaRowSum == 2 || (kFwdMmaRowSum == 1 && block_m == 192 && !causal);
+  return kFwdMmaRowSum == 2 || (kFwdMmaRowSum == 1 && block_m == 192 && !causal) ||
+         (kFwdMmaRowSum == 3 && block_m == 192);
 }
 
 /// Keys per mainloop block.

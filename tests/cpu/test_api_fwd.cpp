@@ -192,9 +192,10 @@ TEST(ApiFwd, KernelNames) {
 TEST(ApiFwd, RowSumsOnTensorCoresByTileAndMask) {
   // tiles::fwd_mma_row_sum decides both the kernel's row-sum path and the LSE model of the GPU tests.
   namespace t = fmha::tiles;
-  const bool every = t::kFwdMmaRowSum == 2, nc192 = t::kFwdMmaRowSum == 1 || every;
+  const bool every = t::kFwdMmaRowSum == 2, all192 = t::kFwdMmaRowSum == 3 || every;
+  const bool nc192 = t::kFwdMmaRowSum == 1 || all192;
   EXPECT_EQ(t::fwd_mma_row_sum(192, false), nc192);
-  EXPECT_EQ(t::fwd_mma_row_sum(192, true), every);
+  EXPECT_EQ(t::fwd_mma_row_sum(192, true), all192);
   EXPECT_EQ(t::fwd_mma_row_sum(128, false), every);
   EXPECT_EQ(t::fwd_mma_row_sum(128, true), every);
   // Which problems get 192-row tiles: non-causal past the short limit at head-dim tiles up to 64, never at 128.
