@@ -69,7 +69,7 @@ void attend_row(const std::vector<double>& q, int d_v, int lo, int hi, KeyRow ke
     const double p = std::exp(t[j - lo] - m);
     const double p_mma =
         rd.rounding == Rounding::kKernel ? static_cast<double>(round_to(rd.dtype, static_cast<float>(p))) : p;
-    sum += rd.rounding == Rounding::kKernel && rd.sum_rounded_p ? p_mma : p;
+    sum += rd.sum_rounded_p ? p_mma : p;  // p_mma is p under kExact
     const float* v = val_row(j);
     for (int d = 0; d < d_v; ++d) acc[d] += p_mma * rd(v[d]);
   }

@@ -26,7 +26,7 @@ int fwd_tile(int head_dim) { return tiles::fwd_head_dim_tile(head_dim); }
 
 /// Query rows per CTA tile of the kernel that runs `p` (the launch code picks its Config by the same rule).
 int fwd_rows_per_tile(const FwdParams& p) {
-  return tiles::fwd_block_m_for(fwd_tile(p.head_dim), p.mask == MaskType::kCausal, p.seqlen_k);
+  return tiles::fwd_rows_per_tile(p.head_dim, p.mask == MaskType::kCausal, p.seqlen_k);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

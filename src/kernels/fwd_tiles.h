@@ -45,6 +45,13 @@ constexpr int fwd_block_m_for(int head_dim_tile, bool causal, int seqlen_k) {
   return head_dim_tile <= 64 && short_rows ? 128 : fwd_block_m(head_dim_tile);
 }
 
+/// Query rows per CTA tile of the kernel that runs a problem: fwd_block_m_for of the tile of its head dim (any
+/// supported head dim, not only a tile), with seqlen_k the (varlen maximum) key length. The rule the API's launch,
+/// validation and kernel names follow, and the GPU test harness with them.
+constexpr int fwd_rows_per_tile(int head_dim, bool causal, int seqlen_k) {
+  return fwd_block_m_for(fwd_head_dim_tile(head_dim), causal, seqlen_k);
+}
+
 /// Whether the kernel with `block_m` query rows per tile and this mask sums each softmax row on the tensor cores
 /// (L = P·1 in the P·V wgmma batch, with P rounded to the element type, folded into an fp32 running sum once per key
 /// block; src/kernels/kernel/fwd_kernel.cuh) instead of adding the fp32 P with FADDs: the non-causal

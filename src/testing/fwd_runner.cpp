@@ -259,10 +259,9 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
   }
   const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(D));
   // The kernel that runs this problem sums the softmax rows on the tensor cores (of the rounded P) or in fp32: the
-  // kernel model follows it (the launch code picks the tile height by the same rule, src/api/fwd.cpp).
+  // kernel model follows it (the tile height by the API's rule, tiles::fwd_rows_per_tile).
   const bool causal = c.mask == MaskType::kCausal;
-  const bool row_sum_rounded_p =
-      tiles::fwd_mma_row_sum(tiles::fwd_block_m_for(tiles::fwd_head_dim_tile(D), causal, sk_max), causal);
+  const bool row_sum_rounded_p = tiles::fwd_mma_row_sum(tiles::fwd_rows_per_tile(D, causal, sk_max), causal);
   auto run_job = [&](Job& jb) {
     const int b = jb.b, h = jb.h, r0 = jb.r0, n = jb.n;
     const int sq = c.seqlens_q[b], sk = c.seqlens_k[b];

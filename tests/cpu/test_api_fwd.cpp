@@ -200,8 +200,9 @@ TEST(ApiFwd, RowSumsOnTensorCoresByTileAndMask) {
   EXPECT_EQ(t::fwd_mma_row_sum(128, true), every);
   // Which problems get 192-row tiles: non-causal past the short limit at head-dim tiles up to 64, never at 128.
   const int past_short = t::kFwdShortNonCausalMaxKeys + 1;
-  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_block_m_for(t::fwd_head_dim_tile(64), false, past_short), false), nc192);
-  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_block_m_for(t::fwd_head_dim_tile(128), false, 16384), false), every);
+  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, false, past_short), false), nc192);
+  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(40, false, past_short), false), nc192);  // head-dim tile 64
+  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(128, false, 16384), false), every);
 }
 
 TEST(ApiFwd, ManifestListsEveryForwardUnit) {
