@@ -53,12 +53,14 @@ constexpr int fwd_rows_per_tile(int head_dim, bool causal, int seqlen_k) {
 }
 
 /// Whether the kernel with `block_m` query rows per tile and this mask sums each softmax row on the tensor cores
-/// (L = P·1 in the P·V wgmma batch, with P rounded to the element type, folded into an fp32 running sum once per key
-/// block; src/kernels/kernel/fwd_kernel.cuh) instead of adding the fp32 P with FADDs: the non-causal
-/// three-warpgroup (192-row) kernels. Their LSE is then ln of the sum of the rounded P (docs/numerics.md).
-/// Measured (docs/perf-log.md v12, two runs, both dtypes, four readings per row): −0.5 to +3.4 % at d 64 non-causal
-/// 2k–16k (+1.4 % or more at 2k); the causal 192-row kernels measured −5.5 to +0.6 % at 8k–16k, so they keep the
-/// FADD sums; in the two-warpgroup kernels a first version lost 0.5–8.4 % (d 128, and d 64 short rows). A/B hook
+/// (L = P·1 in the P·V wgmma batch, with P rounded to the element type, folded once per key block into a running
+/// sum kept in L's odd accumulator columns; src/kernels/kernel/fwd_kernel.cuh) instead of adding the fp32 P with
+/// FADDs: the non-causal three-warpgroup (192-row) kernels. Their LSE is then ln of the sum of the rounded P
+/// (docs/numerics.md). Measured against the FADD sums (docs/perf-log.md v12, v13): the running sum in two extra
+/// registers (v12) +0.4 to +3.4 % at d 64 non-causal 2k–16k; in L's odd columns (v13) a further +1.4 to +3.4 % at
+/// 4k–16k, ±0.3 % at 2k. The causal 192-row kernels measured −5.5 to +0.6 % (v12) and −0.2 to +1.7 % (v13) at
+/// 8k–16k, so they keep the FADD sums; in the two-warpgroup kernels a first version lost 0.5–8.4 % (d 128, and d 64
+/// short rows). A/B hook
 /// FMHA_TUNE_FWD_MMA_ROWSUM: 0 = never, 1 = non-causal 192-row tiles, 2 = every kernel, 3 = every 192-row kernel.
 #ifndef FMHA_TUNE_FWD_MMA_ROWSUM
 #define FMHA_TUNE_FWD_MMA_ROWSUM 1

@@ -377,7 +377,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   PipelineKV pipe_v(ss.pipe_v, pkv, Shape<_1, _1, _1>{});
   if constexpr (kMmaRowSum) {
     static_assert(cosize_v<typename Config::SmemLayoutOnes> == 128, "forward kernel: the ones tile is 8 x 16");
-    if (threadIdx.x < 128) ss.ones[threadIdx.x] = Element(1.f);
+    // Ones in the even columns, zeros in the odd ones: the odd columns of L keep the running sum (adding 0 leaves
+    // them exact), the even ones take each block's sum.
+    Tensor sOnes = make_tensor(make_smem_ptr(ss.ones.data()), typename Config::SmemLayoutOnes{});  // (8, 16)
+    if (threadIdx.x < 128) sOnes(threadIdx.x % 8, threadIdx.x / 8) = Element(threadIdx.x % 2 == 0 ? 1.f : 0.f);
     cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read by wgmma (async proxy)
   }
   __syncthreads();
@@ -523,6 +526,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     // live while the prologue holds two S accumulators.
     const bool early_qk = kEarlyQK && n_blocks >= 2;
     if (!early_qk) clear(tOrO);
+    if constexpr (kMmaRowSum) {
+      if (!early_qk) clear(tLrL);
+    }
 
     // Masks the block (when needed), updates the running max and (without kMmaRowSum) sum, and turns S into
     // unnormalised P.
@@ -650,28 +656,29 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         warpgroup_arrive();
         CUTLASS_PRAGMA_UNROLL
         for (int k = 0; k < size<2>(tOrP); ++k) cute::gemm(mma_pv, tOrP(_, _, k), tV(_, _, k), tOrO);
-        // L = this block's sums only (the first step overwrites L); the same ones serve every 16-key step.
-        mma_sum.accumulate_ = GMMA::ScaleOut::Zero;
+        // Even columns of L += this block's sums, odd columns += 0; the same tile serves every 16-key step.
         CUTLASS_PRAGMA_UNROLL
-        for (int k = 0; k < size<2>(tOrP); ++k) {
-          cute::gemm(mma_sum, tOrP(_, _, k), tLrOnes(_, _, 0), tLrL);
-          mma_sum.accumulate_ = GMMA::ScaleOut::One;
-        }
+        for (int k = 0; k < size<2>(tOrP); ++k) cute::gemm(mma_sum, tOrP(_, _, k), tLrOnes(_, _, 0), tLrL);
         warpgroup_commit_batch();
         warpgroup_fence_operand(tLrL);
         warpgroup_fence_operand(tOrO);
         warpgroup_fence_operand(tOrP);
       }
     };
-    // With kMmaRowSum, once a P·V batch is done: L holds the sums of that block's P (relative to the max the block
-    // was exponentiated with), and the softmax since has produced the factor `corr` to the new max. The running fp32
-    // sum takes the block's sum with one rounded add, and both are rescaled like O:
-    // row_sum = (row_sum + L) · corr. Folding every block keeps L small: over a whole row, the tensor cores' fp32
-    // accumulation (which truncates) lost up to 9e-4 of the sum at 270k keys (E07b).
+    // With kMmaRowSum, once a P·V batch is done: the even column of L holds the sums of that block's P (relative to
+    // the max the block was exponentiated with), the odd column the running sum, and the softmax since has produced
+    // the factor `corr` to the new max: odd = (odd + even) · corr, even = 0, so the even column never grows past one
+    // block (the tensor cores' fp32 accumulation truncates: accumulated over a whole row, the sum lost up to 9e-4 at
+    // 270k keys, E07b). No register beyond L's four (a separate fp32 running sum made ptxas spill more, v12).
     auto fold_row_sums = [&](float const (&corr)[kRows]) {
       if constexpr (kMmaRowSum) {
+        warpgroup_fence_operand(tLrL);  // read L only after the wgmma wait
         CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r) row_sum[r] = (row_sum[r] + L(r, 0)) * corr[r];
+        for (int r = 0; r < kRows; ++r) {
+          L(r, 1) = (L(r, 1) + L(r, 0)) * corr[r];
+          L(r, 0) = 0.f;
+        }
+        warpgroup_fence_operand(tLrL);
       }
     };
 
@@ -712,6 +719,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           softmax_block(S2, n, true, corr);
           convert_p(tSrS2);
           clear(tOrO);
+          if constexpr (kMmaRowSum) clear(tLrL);
           pipe_v.consumer_wait(v_state);
           zero_v_tail(n, v_state.index());
           turn_wait();
@@ -724,7 +732,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           softmax_block(S, n - 1, walk.needs_mask(n - 1), corr);
           // Closes the basic block before the wait, as in the mainloop below (never taken). This tail repeats the
           // mainloop's on purpose: shared through a lambda, it changed ptxas's code for these kernels.
-          if (row_sum[0] < 0.f) {
+          if ((kMmaRowSum ? corr[0] : row_sum[0]) < 0.f) {
             CUTLASS_PRAGMA_UNROLL
             for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
           }
@@ -769,7 +777,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         // taken, the store would land in warpgroup 0's O staging rows, at head-dim tiles <= 64 possibly while the
         // TMA store of its previous tile still reads them.) Re-check the SASS after touching this:
         // WARPGROUP.DEPBAR.LE gsb0, 0x0 must follow the block's MUFU.EX2 instructions.
-        if (row_sum[0] < 0.f) {
+        if ((kMmaRowSum ? corr[0] : row_sum[0]) < 0.f) {
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
         }
@@ -790,7 +798,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       if constexpr (kMmaRowSum) {
         // The last block: its P is relative to the final max, so no factor.
         CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r) row_sum[r] += L(r, 0);
+        for (int r = 0; r < kRows; ++r) L(r, 1) += L(r, 0);
       }
       pipe_v.consumer_release(v_state);
       ++v_state;
@@ -802,10 +810,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     float inv[kRows];
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      // With kMmaRowSum row_sum already holds the whole row's sum (every column of L does); else the quad's four
-      // threads add theirs.
+      // With kMmaRowSum the odd column of L holds the whole row's sum; else the quad's four threads add theirs.
       float sum;
-      if constexpr (kMmaRowSum) sum = row_sum[r];
+      if constexpr (kMmaRowSum) sum = L(r, 1);
       else sum = quad_allreduce_sum(row_sum[r]);
       inv[r] = sum > 0.f ? 1.f / sum : 0.f;
       const float lse = sum > 0.f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
