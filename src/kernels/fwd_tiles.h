@@ -74,8 +74,12 @@ constexpr bool fwd_mma_row_sum(int block_m, bool causal) {
 /// Keys per mainloop block.
 constexpr int fwd_block_n(int /*head_dim_tile*/) { return 128; }
 
-/// Shared-memory pipeline stages for K and for V.
-constexpr int fwd_stages(int /*head_dim_tile*/) { return 2; }
+/// Shared-memory pipeline stages for K and for V. A/B hook FMHA_TUNE_FWD_STAGES_SMALL_D: stages at head-dim tiles
+/// up to 64 (at 128, two Q buffers and two stages already take 224 KB of shared memory).
+#ifndef FMHA_TUNE_FWD_STAGES_SMALL_D
+#define FMHA_TUNE_FWD_STAGES_SMALL_D 2
+#endif
+constexpr int fwd_stages(int head_dim_tile) { return head_dim_tile <= 64 ? FMHA_TUNE_FWD_STAGES_SMALL_D : 2; }
 
 /// Largest head dim the forward kernels take.
 constexpr int kFwdMaxHeadDim = 128;
