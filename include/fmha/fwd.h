@@ -30,15 +30,16 @@ enum class Toggle { kAuto, kOff, kOn };
 ///  * varlen (cu_seqlens_q and cu_seqlens_k non-null, device int[batch+1], cu[0] = 0, non-decreasing): Q, O are packed
 ///    [total_q][heads_q][·] and K, V [total_k][heads_kv][·]; entry b owns rows [cu[b], cu[b+1]). Batch strides are
 ///    ignored. seqlen_q / seqlen_k must be the largest per-entry lengths (upper bounds are fine: they size the grid,
-///    and at head dims ≤ 64 seqlen_k also picks the tile height: 128 rows up to 4096 keys causal and up to 1024
+///    and at head dims ≤ 64 seqlen_k also picks the tile height: 128 rows up to 2048 keys causal and up to 1024
 ///    non-causal, 192 above, so a loose bound past those gives correct but slower tiles on short entries; the
-///    non-causal 192-row tiles sum the softmax rows from P rounded to the element type, see LSE below).
+///    192-row tiles sum the softmax rows from P rounded to the element type, see LSE below).
 ///    No padding is needed before the first entry or after the last; rows outside an entry are never used in its
 ///    results and never written, even when they hold NaN.
 ///  * LSE (optional, fp32, natural log of Σ exp(scale·s)): dense [batch][heads_q][seqlen_q]; varlen [heads_q][total_q].
 ///    A query row that sees no key gets O = 0 and LSE = −inf. Accuracy: fp32 sums of the exponentials, except in
-///    the non-causal kernels with 192-row tiles (head dims ≤ 64, seqlen_k > 1024), which sum P as rounded to fp16 /
-///    bf16 for P·V: LSE then moves by that rounding (docs/numerics.md, "Row sums of the rounded P").
+///    the kernels with 192-row tiles (head dims ≤ 64; seqlen_k > 1024 non-causal, > 2048 causal), which sum P as
+///    rounded to fp16 / bf16 for P·V: LSE then moves by that rounding (docs/numerics.md, "Row sums of the
+///    rounded P").
 ///  * GQA/MQA: query head h uses K/V head h / (heads_q / heads_kv).
 /// Alignment: q, k, v, o 16-byte aligned; every row, head and batch stride a positive multiple of 8 elements
 /// (16 bytes) below 2^39 elements (a head or batch stride may be 0 where that mode has one entry); lse and
@@ -102,7 +103,7 @@ Status fwd(const FwdParams& p, cudaStream_t stream = nullptr);
 /// The forward kernel variants of the manifest, one line each: "<name> (built)" or "<name> (not built)", where
 /// name is "fwd <dtype> d<head-dim tile> tma ws <rows>x<keys>" (query rows × keys per block: 192x128 for head-dim
 /// tiles 32 and 64, 128x128 for 128). Each unit holds the mask × warpgroup-schedule variants, and at tiles 32 and
-/// 64 also 128x128 kernels for causal problems with at most 4096 keys and non-causal ones with at most 1024
+/// 64 also 128x128 kernels for causal problems with at most 2048 keys and non-causal ones with at most 1024
 /// (fwd_kernel_name shows which one runs); it runs under either tile scheduler. Needs no GPU.
 std::vector<std::string> fwd_kernel_variants();
 

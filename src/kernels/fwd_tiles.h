@@ -20,10 +20,12 @@ constexpr int fwd_block_m(int head_dim_tile) { return head_dim_tile <= 64 ? 192 
 /// warpgroup lost 11–12 % at causal 512–1k (docs/perf-log.md, v4). Raising the limit to 2048 or 4096 lost 3 % at
 /// 2k and 7 % at 4k (v7). Since the two-warpgroup kernel divides with FastDivmod in its tile decode and issues
 /// its tiles' second Q·Kᵀ early (v10), it is ahead at 2k and 4k too: 2048 against 1024 +2.3 to +4.7 % at causal 2k
-/// (three runs, both dtypes), 4096 against 2048 +1.3 to +3.9 % at causal 4k (two runs). A/B hook
+/// (three runs, both dtypes), 4096 against 2048 +1.3 to +3.9 % at causal 4k (two runs). With the row sums on the
+/// tensor cores in the causal 192-row kernels too (v13), 2048 against 4096 gained +2.7 / +3.4 % at causal 4k
+/// (bf16 / fp16) and 1024 matched 2048 at 2k (−0.2 / +0.2 %), so the limit is back at 2048. A/B hook
 /// FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS.
 #ifndef FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS
-#define FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS 4096
+#define FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS 2048
 #endif
 constexpr int kFwdShortCausalMaxKeys = FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS;
 
@@ -55,15 +57,15 @@ constexpr int fwd_rows_per_tile(int head_dim, bool causal, int seqlen_k) {
 /// Whether the kernel with `block_m` query rows per tile and this mask sums each softmax row on the tensor cores
 /// (L = P·1 in the P·V wgmma batch, with P rounded to the element type, folded once per key block into a running
 /// sum kept in L's odd accumulator columns; src/kernels/kernel/fwd_kernel.cuh) instead of adding the fp32 P with
-/// FADDs: the non-causal three-warpgroup (192-row) kernels. Their LSE is then ln of the sum of the rounded P
+/// FADDs: the three-warpgroup (192-row) kernels, both masks. Their LSE is then ln of the sum of the rounded P
 /// (docs/numerics.md). Measured against the FADD sums (docs/perf-log.md v12, v13): the running sum in two extra
 /// registers (v12) +0.4 to +3.4 % at d 64 non-causal 2k–16k; in L's odd columns (v13) a further +1.4 to +3.4 % at
-/// 4k–16k, ±0.3 % at 2k. The causal 192-row kernels measured −5.5 to +0.6 % (v12) and −0.2 to +1.7 % (v13) at
-/// 8k–16k, so they keep the FADD sums; in the two-warpgroup kernels a first version lost 0.5–8.4 % (d 128, and d 64
-/// short rows). A/B hook
+/// 4k–16k, ±0.3 % at 2k; causal (v13) +1.4 / +1.5 % at 8k and, with 192-row tiles from 2049 keys, +4 % at 4k
+/// against the same tiles with FADD sums. In the two-warpgroup kernels a first version lost 0.5–8.4 % (d 128, and
+/// d 64 short rows). A/B hook
 /// FMHA_TUNE_FWD_MMA_ROWSUM: 0 = never, 1 = non-causal 192-row tiles, 2 = every kernel, 3 = every 192-row kernel.
 #ifndef FMHA_TUNE_FWD_MMA_ROWSUM
-#define FMHA_TUNE_FWD_MMA_ROWSUM 1
+#define FMHA_TUNE_FWD_MMA_ROWSUM 3
 #endif
 constexpr int kFwdMmaRowSum = FMHA_TUNE_FWD_MMA_ROWSUM;
 constexpr bool fwd_mma_row_sum(int block_m, bool causal) {

@@ -70,8 +70,8 @@ struct FwdConfig {
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, HD, BlkN>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
 
-  // Softmax row sums on the tensor cores (tiles::fwd_mma_row_sum: the non-causal three-warpgroup kernels; the
-  // kernel's kMmaRowSum). Every P·V wgmma batch also issues L = P·1: m64n8k16 wgmmas with P from registers against
+  // Softmax row sums on the tensor cores (tiles::fwd_mma_row_sum: the three-warpgroup kernels; the kernel's
+  // kMmaRowSum). Every P·V wgmma batch also issues L = P·1: m64n8k16 wgmmas with P from registers against
   // one (8 columns, 16 keys) tile of ones in shared memory (K-major, no swizzle), used for every 16-key step. The fp32
   // accumulator L then holds each row's sum of the block's P as rounded for P·V (every column alike), which one add
   // per row and block folds into the running sum; this replaces the softmax's FADD per score and the final quad
