@@ -42,7 +42,7 @@ struct AttnShape {
   DType dtype = DType::kFP16;      ///< element type emulated by Rounding::kKernel
   Rounding rounding = Rounding::kExact;
   /// fwd under kKernel only: the row sum (so O's normaliser and LSE) adds P as rounded to dtype for P·V, as a
-  /// kernel that sums P on the tensor cores does (fmha's non-causal 192-row forward kernels), instead of the
+  /// kernel that sums P on the tensor cores does (fmha's 192-row forward kernels), instead of the
   /// unrounded P.
   /// Ignored by kExact and by the backward.
   bool row_sum_rounded_p = false;

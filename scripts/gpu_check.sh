@@ -52,8 +52,9 @@ if [[ $steps == *,sanitizer,* ]]; then
   filter+=':Edge/FwdCaseTest.MatchesReference/E05_nan_past_keys_192'
   # Warpgroups whose rows see none of the tile's keys, with and without ping-pong, on one persistent CTA.
   filter+=':Edge/FwdCaseTest.MatchesReference/qend_unseen_d64_sm1*'
-  # The paired causal tile order (perf-log v9) on 5 persistent CTAs.
-  filter+=':Edge/FwdCaseTest.MatchesReference/causal_pairs_d128_sm5'
+  # The paired causal tile order (perf-log v9) on 5 persistent CTAs, and on every SM with 192-row tiles (the default
+  # route of d 64 causal rows just past the short causal limit, tensor-core row sums; perf-log v13).
+  filter+=':Edge/FwdCaseTest.MatchesReference/causal_pairs_d128_sm5:Edge/FwdCaseTest.MatchesReference/causal_pairs_192_fp16'
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 99 "$build/tests/fmha_gpu_tests" --gtest_filter="$filter" \
       > "$out/sanitizer_$tool.log" 2>&1

@@ -38,8 +38,8 @@ enum class Toggle { kAuto, kOff, kOn };
 ///  * LSE (optional, fp32, natural log of Σ exp(scale·s)): dense [batch][heads_q][seqlen_q]; varlen [heads_q][total_q].
 ///    A query row that sees no key gets O = 0 and LSE = −inf. Accuracy: fp32 sums of the exponentials, except in
 ///    the kernels with 192-row tiles (head dims ≤ 64; seqlen_k > 1024 non-causal, > 2048 causal), which sum P as
-///    rounded to fp16 / bf16 for P·V: LSE then moves by that rounding (docs/numerics.md, "Row sums of the
-///    rounded P").
+///    rounded to fp16 / bf16 for P·V: LSE then moves by that rounding, and O is normalised by the sum of the same
+///    rounded weights that multiply V (docs/numerics.md, "Row sums of the rounded P").
 ///  * GQA/MQA: query head h uses K/V head h / (heads_q / heads_kv).
 /// Alignment: q, k, v, o 16-byte aligned; every row, head and batch stride a positive multiple of 8 elements
 /// (16 bytes) below 2^39 elements (a head or batch stride may be 0 where that mode has one entry); lse and

@@ -77,7 +77,8 @@ constexpr bool fwd_mma_row_sum(int block_m, bool causal) {
 constexpr int fwd_block_n(int /*head_dim_tile*/) { return 128; }
 
 /// Shared-memory pipeline stages for K and for V. A/B hook FMHA_TUNE_FWD_STAGES_SMALL_D: stages at head-dim tiles
-/// up to 64 (at 128, two Q buffers and two stages already take 224 KB of shared memory).
+/// up to 64 (at 128, two Q buffers, two K and two V stages take 192 KiB, with the O staging about 226 KiB of the
+/// 227 KiB a CTA may have).
 #ifndef FMHA_TUNE_FWD_STAGES_SMALL_D
 #define FMHA_TUNE_FWD_STAGES_SMALL_D 2
 #endif

@@ -203,6 +203,9 @@ TEST(ApiFwd, RowSumsOnTensorCoresByTileAndMask) {
   EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, false, past_short), false), nc192);
   EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(40, false, past_short), false), nc192);  // head-dim tile 64
   EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(128, false, 16384), false), every);
+  // Causal past the short causal limit at head-dim tiles up to 64: 192-row tiles too; at or below it 128-row ones.
+  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, true, t::kFwdShortCausalMaxKeys + 1), true), all192);
+  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, true, t::kFwdShortCausalMaxKeys), true), every);
 }
 
 TEST(ApiFwd, ManifestListsEveryForwardUnit) {

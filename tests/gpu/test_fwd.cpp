@@ -321,8 +321,17 @@ std::vector<Named> edge_cases() {
     n.c.fill = ramp_fill(1024, 4, 64);
     v.push_back(n);
   }
-  // The same ramp on the non-causal 192-row tiles, whose row sums come from the tensor cores and are folded with
-  // each block's rescale factor (tiles::fwd_mma_row_sum): factors other than 0 and 1 reach the fold only here.
+  // The same ramp on the 192-row tiles, whose row sums come from the tensor cores and are folded with each block's
+  // rescale factor (tiles::fwd_mma_row_sum): factors other than 0 and 1 reach the fold only in these cases, here
+  // non-causal and below causal (q-end, so that the rows walk all kLongKeys + 1024 keys).
+  for (DType t : {DType::kBF16, DType::kFP16}) {
+    Named n{std::string("lazy_rescale_ramp_causal_d64_192_") + (t == DType::kBF16 ? "bf16" : "fp16"),
+            dense(1, 4, 4, 512, kLongKeys + 1024, 64, MaskType::kCausal, CausalAlign::kQEnd)};
+    n.c.dtype = t;
+    n.c.scale = 1.f;
+    n.c.fill = ramp_fill(kLongKeys + 1024, 4, 64);
+    v.push_back(n);
+  }
   for (DType t : {DType::kBF16, DType::kFP16})
     for (auto pp : {fmha::Toggle::kOn, fmha::Toggle::kOff}) {
       Named n{std::string("lazy_rescale_ramp_none_d64_192_") + (t == DType::kBF16 ? "bf16" : "fp16") +
@@ -336,8 +345,8 @@ std::vector<Named> edge_cases() {
     }
   {
     // A long non-causal row on the 192-row tiles: over 270000 keys a row sum accumulated in the tensor cores' fp32
-    // (which truncates) lost 8.6e-4 of itself (perf-log v12, E07b when its kernel had it); folded per key block it
-    // must pass the LSE rule.
+    // (which truncates) lost 8.6e-4 of itself (perf-log v12, E07b, the causal counterpart, which runs the same
+    // sums); folded per key block it must pass the LSE rule.
     Named e{"long_row_sum_270k_noncausal", dense(1, 1, 1, 384, 270000, 64, MaskType::kNone)};
     e.c.check_rows = 32;
     v.push_back(e);
@@ -366,6 +375,17 @@ std::vector<Named> edge_cases() {
     n.c.scheduler = fmha::TileScheduler::kPersistent;
     n.c.sm_count = sms;
     if (n.c.heads_q == 40) n.c.check_heads = 8;
+    v.push_back(n);
+  }
+  // The default route of dense causal problems just past the short causal limit at d <= 64: 192-row tiles (with
+  // the tensor-core row sums), persistent on every SM, so the paired order and the causal L2 sections: 40 heads of
+  // kLongKeys keys, 7 query blocks of 192 rows (odd: a middle block per head), 160 units >= the SM count of an
+  // H100/H200; both dtypes, 8 heads checked (spread over the sections).
+  for (DType t : {DType::kBF16, DType::kFP16}) {
+    Named n{std::string("causal_pairs_192_") + (t == DType::kBF16 ? "bf16" : "fp16"),
+            dense(1, 40, 40, 7 * 192, kLongKeys, 64, MaskType::kCausal)};
+    n.c.dtype = t;
+    n.c.check_heads = 8;
     v.push_back(n);
   }
   {

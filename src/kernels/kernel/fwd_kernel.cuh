@@ -71,10 +71,11 @@ struct FwdConfig {
       Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
 
   // Softmax row sums on the tensor cores (tiles::fwd_mma_row_sum: the three-warpgroup kernels; the kernel's
-  // kMmaRowSum). Every P·V wgmma batch also issues L = P·1: m64n8k16 wgmmas with P from registers against
-  // one (8 columns, 16 keys) tile of ones in shared memory (K-major, no swizzle), used for every 16-key step. The fp32
-  // accumulator L then holds each row's sum of the block's P as rounded for P·V (every column alike), which one add
-  // per row and block folds into the running sum; this replaces the softmax's FADD per score and the final quad
+  // kMmaRowSum). Every P·V wgmma batch also issues L += P·B: m64n8k16 wgmmas with P from registers against one
+  // (8 columns, 16 keys) tile B in shared memory (K-major, no swizzle; ones in the even columns, zeros in the odd
+  // ones), used for every 16-key step. The fp32 accumulator L's even columns then hold each row's sum of the block's
+  // P as rounded for P·V, which one add per row and block folds into the running sum kept in L's odd columns
+  // (fold_row_sums); this replaces the softmax's FADD per score and the final quad
   // shuffles (FlashAttention-3 adds the fp32 P instead). The sum is of the rounded P, the same P that weighs V
   // (docs/numerics.md: LSE moves by that rounding).
   // kOnesTile: whether either mask's kernel of this configuration uses it (then shared memory holds the ones tile).
@@ -469,8 +470,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   Tensor tOrP = thr_pv.partition_fragment_A(
       make_tensor(make_smem_ptr(static_cast<Element*>(nullptr)), Layout<Shape<Int<kBlockM>, Int<kBlockN>>>{}));
   static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P fragment must mirror S accumulator");
-  // Row sums on the tensor cores (kMmaRowSum): L = P·1 of one key block; every column of L holds the row's sum over
-  // the block. Unused (and compiled away) in the kernels without it.
+  // Row sums on the tensor cores (kMmaRowSum): L's even columns take one key block's row sums, its odd columns the
+  // running sum (fold_row_sums). Unused (and compiled away) in the kernels without it.
   typename Config::MmaSum mma_sum;
   Tensor tLrL = partition_fragment_C(mma_sum, Shape<Int<kBlockM>, _8>{});
   Tensor L = make_tensor(tLrL.data(), acc_rowcol(tLrL.layout()));
@@ -600,7 +601,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE != 0) corr[r] = new_max == row_max[r] ? 1.f : corr[r];
         const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
         if constexpr (kMmaRowSum) {
-          // The row sum comes from the P·1 wgmma (L), folded into row_sum after the P·V batch (fold_row_sums).
+          // The row sum comes from the P·B wgmma (L), folded into L's odd columns after the P·V batch
+          // (fold_row_sums).
           CUTLASS_PRAGMA_UNROLL
           for (int c = 0; c < kCols; ++c) Sx(r, c) = exp2f(fmaf(Sx(r, c), scale_log2, -base));
         } else {
@@ -773,7 +775,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         // ptxas issues a wgmma wait as early as its basic block allows, so a wait after the softmax in the same
         // block runs before it and serialises softmax and P·V. A never-taken branch (it also keeps P live, so that
         // no softmax temporary takes one of P's registers while the P·V reads them) closes the block first.
-        // It cannot be taken: row_sum is a sum of exp2 results, each >= +0 or NaN, and NaN < 0 is false. (Were it
+        // It cannot be taken: row_sum is a sum of exp2 results, each >= +0 or NaN, and corr[0] (kMmaRowSum) an exp2
+        // result or 1, and NaN < 0 is false. (Were it
         // taken, the store would land in warpgroup 0's O staging rows, at head-dim tiles <= 64 possibly while the
         // TMA store of its previous tile still reads them.) Re-check the SASS after touching this:
         // WARPGROUP.DEPBAR.LE gsb0, 0x0 must follow the block's MUFU.EX2 instructions.
