@@ -179,6 +179,9 @@ struct FwdKernelParams {
   float scale;       // softmax scale
   float scale_log2;  // scale · log2(e)
   bool causal_qend;
+#ifdef FMHA_TIMELINE
+  unsigned long long* timeline;  // diagnostic: per (CTA < kTimelineCtas, warpgroup) event stamps, see FMHA_TL
+#endif
 };
 
 /// Work tile: one kBlockM-row block of one head of one batch entry, with the entry's geometry.
@@ -330,6 +333,20 @@ CUTLASS_DEVICE float quad_allreduce_sum(float x) {
   return x;
 }
 
+#ifdef FMHA_TIMELINE
+// Diagnostic timeline (never in a release build): thread 0 of each warpgroup of the first kTimelineCtas CTAs writes
+// (event << 56 | clock64) stamps; the host (fwd_launch.cuh) writes them to $FMHA_TIMELINE_FILE.
+constexpr int kTimelineCtas = 8, kTimelineSlots = 8192;
+#define FMHA_TL(ev)                                                                                              \
+  do {                                                                                                           \
+    if (tl_on) tl_ptr[tl_n++ & (kTimelineSlots - 1)] = (static_cast<unsigned long long>(ev) << 56) | clock64(); \
+  } while (0)
+#else
+#define FMHA_TL(ev) \
+  do {              \
+  } while (0)
+#endif
+
 /// Causal: causal mask (either alignment) instead of none/residual.
 /// PingPong: the consumer warpgroups take turns issuing their GEMMs (named barriers), so that one warpgroup's
 /// softmax runs while the others' GEMMs occupy the tensor cores (FlashAttention-3, section 3.1); without it the
@@ -354,6 +371,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   const int warp_group = threadIdx.x / 128;
   const int warp_idx = cutlass::canonical_warp_idx_sync();
   const bool is_producer_thread = threadIdx.x == 0;
+#ifdef FMHA_TIMELINE
+  const bool tl_on = p.timeline != nullptr && blockIdx.x < kTimelineCtas && threadIdx.x % 128 == 0;
+  unsigned long long* tl_ptr = p.timeline + (size_t(blockIdx.x) * 4 + warp_group) * kTimelineSlots;
+  int tl_n = 0;
+#endif
 
   if (is_producer_thread) {
     cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
@@ -429,11 +451,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
 
       auto load_k = [&](int n) {
         pipe_k.producer_acquire(k_state);
+        FMHA_TL(20);
         copy(p.tma_k.with(*pipe_k.producer_get_barrier(k_state)), tKg(_, n), tKs(_, k_state.index()));
         ++k_state;
       };
       auto load_v = [&](int n) {
         pipe_v.producer_acquire(v_state);
+        FMHA_TL(21);
         copy(p.tma_v.with(*pipe_v.producer_get_barrier(v_state)), tVg(_, n), tVs(_, v_state.index()));
         ++v_state;
       };
@@ -516,6 +540,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     if (w.m_block * kBlockM >= w.sq) continue;
     Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM, w.sq};
     const int n_blocks = walk.n_blocks();
+    FMHA_TL(1);
 
     float row_max[kRows], row_sum[kRows];
     CUTLASS_PRAGMA_UNROLL
@@ -686,6 +711,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
 
     if (n_blocks > 0) {
       pipe_q.consumer_wait(q_state);
+      FMHA_TL(2);
       int n = n_blocks - 1;
       float corr[kRows];
       // The last key block alone: S = Q·K(n)ᵀ waited for at once, then its softmax.
@@ -750,11 +776,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       } else {
         first_block();
       }
+      FMHA_TL(3);
       for (; n > 0; --n) {
         // S = Q·K(n-1)ᵀ and O += P(n)·V(n) issued together; once S is done, the softmax of block n-1 runs
         // while P·V is still on the tensor cores.
         pipe_k.consumer_wait(k_state);
         pipe_v.consumer_wait(v_state);
+        FMHA_TL(4);
         zero_v_tail(n, v_state.index());
         if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE != 0) {
           bool need = false;
@@ -768,7 +796,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         if constexpr (kMmaRowSum) pv_sum_gemm(v_state.index());
         else wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
         turn_pass();
+        FMHA_TL(5);
         warpgroup_wait<1>();
+        FMHA_TL(6);
         pipe_k.consumer_release(k_state);
         ++k_state;
         softmax_block(S, n - 1, walk.needs_mask(n - 1), corr);
@@ -784,12 +814,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
         }
+        FMHA_TL(7);
         warpgroup_wait<0>();
+        FMHA_TL(8);
         fold_row_sums(corr);
         pipe_v.consumer_release(v_state);
         ++v_state;
         convert_p(tSrS);
       }
+      FMHA_TL(9);
       rescale_o(corr);
       pipe_v.consumer_wait(v_state);
       zero_v_tail(0, v_state.index());
@@ -807,6 +840,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       ++v_state;
       pipe_q.consumer_release(q_state);
       ++q_state;
+      FMHA_TL(10);
     }
 
     // ------------------------------------------------------------------------------------------------ epilogue
@@ -894,7 +928,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       }
       cutlass::arch::NamedBarrier::sync(128, wg_barrier);
     }
+    FMHA_TL(11);
   }
+  FMHA_TL(12);
   // The shared memory must outlive the last TMA store's reads.
   if constexpr (Config::kTmaStoreO)
     if (tid_wg == 0) tma_store_wait<0>();
