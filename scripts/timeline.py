@@ -81,6 +81,10 @@ def report(path, wgs):
     vals = struct.unpack(f"<{len(data) // 8}Q", data)
     phase, total = collections.defaultdict(list), collections.Counter()
     span = both = anyone = 0
+    full = [(cta, wg) for cta in range(CTAS) for wg in range(4) if len(stamps(vals, cta, wg)) == SLOTS]
+    if full:
+        print(f"note: {len(full)} warpgroup streams hit the {SLOTS}-stamp limit and stop early (a shorter problem or "
+              f"fewer events records whole launches)")
     for cta in range(CTAS):
         evs = {wg: stamps(vals, cta, wg) for wg in range(1, wgs + 1)}
         evs = {wg: e for wg, e in evs.items() if e}

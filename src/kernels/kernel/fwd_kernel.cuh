@@ -335,11 +335,12 @@ CUTLASS_DEVICE float quad_allreduce_sum(float x) {
 
 #ifdef FMHA_TIMELINE
 // Diagnostic timeline (never in a release build): thread 0 of each warpgroup of the first kTimelineCtas CTAs writes
-// (event << 56 | clock64) stamps; the host (fwd_launch.cuh) writes them to $FMHA_TIMELINE_FILE.
+// (event << 56 | clock64) stamps, the first kTimelineSlots of each, into p.timeline; the host (fwd_launch.cuh) writes
+// them to $FMHA_TIMELINE_FILE (scripts/timeline.py reads them).
 constexpr int kTimelineCtas = 8, kTimelineSlots = 8192;
 #define FMHA_TL(ev)                                                                                              \
   do {                                                                                                           \
-    if (tl_on) tl_ptr[tl_n++ & (kTimelineSlots - 1)] = (static_cast<unsigned long long>(ev) << 56) | clock64(); \
+    if (tl_on && tl_n < kTimelineSlots) tl_ptr[tl_n++] = (static_cast<unsigned long long>(ev) << 56) | clock64(); \
   } while (0)
 #else
 #define FMHA_TL(ev) \
