@@ -8,11 +8,15 @@ is the top 23 bits of the second word (bits 105–127 of the instruction): stall
 write scoreboard (110–112, 7 = none), read scoreboard (113–115, 7 = none), wait mask (116–121: one bit per
 scoreboard), operand reuse (122–125). The stall count is the fixed number of cycles before the warp may issue its
 next instruction; variable-latency results (MUFU, loads, shuffles) are waited for through the scoreboards instead.
+Static cycles are the sum of the stall counts over the listed instructions in address order, so a span that holds
+branches counts the paths not taken too; pick spans without them for a path's length. A fatbin with the same
+function for several architectures keeps the last one listed.
 
 Usage:
   sass_ctrl.py FILE                                   list the functions: instructions, static cycles, MUFU.EX2
   sass_ctrl.py FILE --function SUBSTR                 every instruction of the one function whose name contains
-                                                      SUBSTR, with its control fields and the cycle it issues at
+                                                      SUBSTR (or equals it), with its control fields and the
+                                                      cycle it issues at
   sass_ctrl.py FILE --function SUBSTR --from RE --to RE [--nth N]
                                                       only the N-th (default 1) span from an instruction matching RE
                                                       to the next one matching the second RE (included), then a
@@ -117,7 +121,7 @@ def main():
             n, cyc, mufu, _ = summary(ins)
             print(f"{n:12d} {cyc:13d} {mufu:8d}  {name}")
         return 0
-    match = [n for n in funcs if a.function in n]
+    match = [a.function] if a.function in funcs else [n for n in funcs if a.function in n]
     if len(match) != 1:
         print(f"sass_ctrl: --function '{a.function}': expected one matching function, got {len(match)}"
               + (": " + ", ".join(match) if match else ""), file=sys.stderr)

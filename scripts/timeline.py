@@ -4,13 +4,16 @@
 A library built with the FMHA_TIMELINE compile definition (scripts/ab_build.sh NAME . FMHA_TIMELINE=1) has thread 0
 of every warpgroup of the first 8 CTAs write (event, clock64) stamps at the phase boundaries of the kernel
 (src/kernels/kernel/fwd_kernel.cuh, FMHA_TL) into a buffer that the launch code copies to $FMHA_TIMELINE_FILE after
-each launch. Stamps are SM clock cycles. The stamps perturb the kernel a little (one clock read and one store per
-event); compare phases, not end-to-end times, with an uninstrumented build.
+each launch. Stamps are SM clock cycles. Each stamp is a clock read and a store, and the instrumented kernels spill
+more: d 64 causal 2k took ~12 % more cycles per CTA than the uninstrumented kernel under the profiler, and the
+mainloop's static schedule grows by ~100 cycles (docs/perf-log.md v14). Compare phases between timeline builds, not
+with uninstrumented times.
 
   scripts/timeline.py run LIB OUT_DIR NAME:DTYPE:D:SEQLEN:CAUSAL ...   (GPU machine, PyTorch: 20 warm-up launches,
                                                                        then one recorded launch per problem, shapes
                                                                        as bench/bench_fwd.py: 16k tokens, 2048/D heads)
-  scripts/timeline.py report FILE [CONSUMER_WARPGROUPS]                  (anywhere: phase table of one recording)
+  scripts/timeline.py report FILE [CONSUMER_WARPGROUPS]                  (anywhere: phase table of one recording;
+                                                                       warpgroups default: those that wrote stamps)
 
 The report gives, per transition between consecutive events of a consumer warpgroup, the count, median, mean and
 90th percentile in cycles and its share of all consumer time, and how much of the span had one or more, and two or
@@ -40,6 +43,7 @@ def run(lib_path, out_dir, specs):
         if len(parts) != 5 or parts[1] not in ("bf16", "fp16"):
             sys.exit(f"timeline run: expected NAME:DTYPE(bf16|fp16):D:SEQLEN:CAUSAL(0|1), got '{spec}'")
         name, dt, d, s, causal = parts[0], parts[1], int(parts[2]), int(parts[3]), int(parts[4])
+        os.makedirs(out_dir, exist_ok=True)
         dtype = torch.bfloat16 if dt == "bf16" else torch.float16
         b, h = max(1, 16384 // s), 2048 // d
         torch.manual_seed(0)
@@ -74,13 +78,17 @@ def stamps(vals, cta, wg):
     return out
 
 
-def report(path, wgs):
+def report(path, wgs=None):
     data = open(path, "rb").read()
     if len(data) != CTAS * 4 * SLOTS * 8:
         sys.exit(f"timeline report: {path}: expected {CTAS * 4 * SLOTS * 8} bytes, got {len(data)}")
     vals = struct.unpack(f"<{len(data) // 8}Q", data)
+    if wgs is None:  # consumer warpgroups are 1 .. 3 (0 is the producer)
+        wgs = max((wg for cta in range(CTAS) for wg in (1, 2, 3) if stamps(vals, cta, wg)), default=0)
+    if not 1 <= wgs <= 3:
+        sys.exit(f"timeline report: CONSUMER_WARPGROUPS: expected 1, 2 or 3, got {wgs}")
     phase, total = collections.defaultdict(list), collections.Counter()
-    span = both = anyone = 0
+    span = both = anyone = ctas = 0
     full = [(cta, wg) for cta in range(CTAS) for wg in range(4) if len(stamps(vals, cta, wg)) == SLOTS]
     if full:
         print(f"note: {len(full)} warpgroup streams hit the {SLOTS}-stamp limit and stop early (a shorter problem or "
@@ -90,6 +98,7 @@ def report(path, wgs):
         evs = {wg: e for wg, e in evs.items() if e}
         if not evs:
             continue
+        ctas += 1
         span += max(e[-1][1] for e in evs.values()) - min(e[0][1] for e in evs.values())
         edges = []
         for ev in evs.values():
@@ -108,7 +117,7 @@ def report(path, wgs):
             cur, last = cur + step, t
     if span == 0:
         sys.exit(f"timeline report: {path}: no stamps")
-    print(f"{path}: {span / CTAS:.0f} cycles per CTA; softmax running in >= 1 warpgroup {anyone / span:.1%}, "
+    print(f"{path}: {ctas} CTAs, {wgs} consumer warpgroups, {span / ctas:.0f} cycles per CTA; softmax running in >= 1 warpgroup {anyone / span:.1%}, "
           f">= 2 warpgroups {both / span:.1%} of the span")
     print(f"{'transition':34s} {'count':>7s} {'median':>8s} {'mean':>8s} {'p90':>8s} {'share':>7s}")
     everything = sum(total.values())
@@ -122,7 +131,9 @@ def main():
     if len(sys.argv) >= 5 and sys.argv[1] == "run":
         run(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif len(sys.argv) in (3, 4) and sys.argv[1] == "report":
-        report(sys.argv[2], int(sys.argv[3]) if len(sys.argv) == 4 else 2)
+        if len(sys.argv) == 4 and not sys.argv[3].isdigit():
+            sys.exit(f"timeline report: CONSUMER_WARPGROUPS: expected 1, 2 or 3, got '{sys.argv[3]}'")
+        report(sys.argv[2], int(sys.argv[3]) if len(sys.argv) == 4 else None)
     else:
         sys.exit(__doc__)
 

@@ -5,16 +5,18 @@
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I.deps/cutlass/include \
 //        -o build/sfu_tensor_overlap bench/micro/sfu_tensor_overlap.cu && build/sfu_tensor_overlap
 //
-// One CTA per SM (132 CTAs); each warpgroup has one role, timed with clock64 over a fixed amount of work:
+// One CTA per SM; each warpgroup has one role, timed with clock64 over a fixed amount of work:
 //   * "mixed" cases: warpgroups [0, tc) issue wgmma batches back to back (wait<1>: one batch in flight) from shared
 //     memory (SS, m64nNk16, K = 64 per batch) or with A from registers (RS, as the kernel's P·V); warpgroups
-//     [tc, tc + sfu) run 16 independent ex2.approx.ftz.f32 chains per thread. Reports tensor FLOP per clock per SM
+//     [tc, tc + sfu) run 16 independent ex2.approx.ftz.f32 chains per thread until the tensor-core warpgroups are
+//     done (or a fixed count without them), so both rates cover the same window. Reports tensor FLOP per clock per SM
 //     (peak 4096 for bf16 dense) and warp-level MUFU instructions per clock per SM (peak 0.5: 16 lanes).
 //   * "own" cases: each warpgroup issues one P·V-sized batch (m64n64, K = 128: 256 tensor cycles at peak), then 64
 //     FFMA + MUFU.EX2 per thread (a softmax block's exponentials at head dim 64), then waits for the batch:
 //     cycles per iteration and warpgroup, to compare with the exponentials alone and the GEMM alone.
 // Every CUDA call is checked; results are printed as a table.
 #include <climits>
+#include <vector>
 #include <cstdio>
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
@@ -62,7 +64,12 @@ __global__ void __launch_bounds__(512, 1) mixed(int n_tc, int n_sfu, int tc_iter
   using G = Gemm<N, 64, RS>;
   __shared__ __align__(1024) Elt sa[64 * 64];
   __shared__ __align__(1024) Elt sb[N * 64];
-  fill_smem<N, 64, RS>(sa, sb);
+  // Set by the tensor-core warpgroups when they finish: the SFU warpgroups of a mixed case run until then, so that
+  // both rates are measured over the same window (with fixed counts on both sides, one side would run alone at the
+  // end and its rate would include that tail).
+  __shared__ int tc_running;
+  if (threadIdx.x == 0) tc_running = n_tc;
+  fill_smem<N, 64, RS>(sa, sb);  // ends with __syncthreads()
   const int wg = threadIdx.x / 128;
   Stamp r{0, 0, 0};
   if (wg < n_tc) {
@@ -88,6 +95,7 @@ __global__ void __launch_bounds__(512, 1) mixed(int n_tc, int n_sfu, int tc_iter
     }
     warpgroup_wait<0>();
     r.t1 = clock64();
+    if (threadIdx.x % 128 == 0) atomicSub(&tc_running, 1);
     r.work = (long long)tc_iters * 64 * N * 64 * 2;  // FLOP of this warpgroup
     float s = 0.f;
     for (int i = 0; i < size(acc); ++i) s += acc(i);
@@ -95,15 +103,24 @@ __global__ void __launch_bounds__(512, 1) mixed(int n_tc, int n_sfu, int tc_iter
   } else if (wg < n_tc + n_sfu) {
     float v[16];
     for (int i = 0; i < 16; ++i) v[i] = 0.005f * (i + 1);
+    // Alone (no tensor-core warpgroup): sfu_iters iterations. Beside one: until the last tensor-core warpgroup is
+    // done (checked every 64 iterations; the whole warpgroup leaves together, so each warp counts its own).
+    int iters = 0;
     r.t0 = clock64();
-    for (int it = 0; it < sfu_iters; ++it) {
+    for (;;) {
+#pragma unroll 4
+      for (int j = 0; j < 64; ++j) {
 #pragma unroll
-      for (int i = 0; i < 16; ++i) asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(v[i]) : "f"(-v[i]));
+        for (int i = 0; i < 16; ++i) asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(v[i]) : "f"(-v[i]));
+      }
+      iters += 64;
+      if (n_tc == 0 ? iters >= sfu_iters : *static_cast<volatile int*>(&tc_running) == 0) break;
     }
     r.t1 = clock64();
+    const int sfu_done = iters;
     float s = 0.f;
     for (int i = 0; i < 16; ++i) s += v[i];
-    r.work = (long long)sfu_iters * 16 * 4;  // warp-level MUFU instructions of this warpgroup
+    r.work = (long long)sfu_done * 16 * 4;  // warp-level MUFU instructions of this warpgroup (4 warps, if they agree)
     if (s == 12345.f) r.work += 1;
   }
   if (threadIdx.x % 128 == 0 && wg < n_tc + n_sfu) out[blockIdx.x * 4 + wg] = r;
@@ -160,14 +177,24 @@ __global__ void __launch_bounds__(384, 1) own(int iters, int do_mma, int do_exp,
 }
 
 int main() {
-  constexpr int kCtas = 132;
+  // One CTA per SM: as many CTAs as SMs, each asking for more than half an SM's shared memory (unused) so that no
+  // two share one.
+  int kCtas = 0, device = 0;
+  CHECK(cudaGetDevice(&device));
+  CHECK(cudaDeviceGetAttribute(&kCtas, cudaDevAttrMultiProcessorCount, device));
+  constexpr int kPadSmem = 120 * 1024;
+  CHECK(cudaFuncSetAttribute(mixed<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPadSmem));
+  CHECK(cudaFuncSetAttribute(mixed<64, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPadSmem));
+  CHECK(cudaFuncSetAttribute(mixed<64, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPadSmem));
+  CHECK(cudaFuncSetAttribute(own<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPadSmem));
+  CHECK(cudaFuncSetAttribute(own<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPadSmem));
   Stamp* d = nullptr;
-  CHECK(cudaMalloc(&d, kCtas * 4 * sizeof(Stamp)));
-  static Stamp h[kCtas * 4];
+  CHECK(cudaMalloc(&d, size_t(kCtas) * 4 * sizeof(Stamp)));
+  std::vector<Stamp> h(size_t(kCtas) * 4);
   auto fetch = [&]() -> int {
     CHECK(cudaGetLastError());
     CHECK(cudaDeviceSynchronize());
-    CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(h.data(), d, h.size() * sizeof(Stamp), cudaMemcpyDeviceToHost));
     return 0;
   };
   std::printf("%-30s %14s %16s\n", "mixed case", "TC FLOP/clk/SM", "MUFU warp/clk/SM");
@@ -181,10 +208,10 @@ int main() {
   for (const Mixed& c : cases) {
     const int threads = 128 * (c.tc + c.sfu);
     for (int rep = 0; rep < 2; ++rep) {  // the first launch warms up
-      CHECK(cudaMemset(d, 0, sizeof(h)));
-      if (c.n == 128) mixed<128, false><<<kCtas, threads>>>(c.tc, c.sfu, 20000, 20000, d);
-      else if (c.rs) mixed<64, true><<<kCtas, threads>>>(c.tc, c.sfu, 20000, 20000, d);
-      else mixed<64, false><<<kCtas, threads>>>(c.tc, c.sfu, 20000, 20000, d);
+      CHECK(cudaMemset(d, 0, h.size() * sizeof(Stamp)));
+      if (c.n == 128) mixed<128, false><<<kCtas, threads, kPadSmem>>>(c.tc, c.sfu, 20000, 20000, d);
+      else if (c.rs) mixed<64, true><<<kCtas, threads, kPadSmem>>>(c.tc, c.sfu, 20000, 20000, d);
+      else mixed<64, false><<<kCtas, threads, kPadSmem>>>(c.tc, c.sfu, 20000, 20000, d);
       if (fetch()) return 1;
     }
     double tc = 0, sfu = 0;
@@ -205,9 +232,9 @@ int main() {
                       {"ss gemm + exps, 2 warpgroups", false, 2, 1, 1}, {"rs gemm + exps, 3 warpgroups", true, 3, 1, 1}};
   for (const Own& c : owns) {
     for (int rep = 0; rep < 2; ++rep) {
-      CHECK(cudaMemset(d, 0, sizeof(h)));
-      if (c.rs) own<true><<<kCtas, 128 * c.wgs>>>(4000, c.mma, c.exp, d);
-      else own<false><<<kCtas, 128 * c.wgs>>>(4000, c.mma, c.exp, d);
+      CHECK(cudaMemset(d, 0, h.size() * sizeof(Stamp)));
+      if (c.rs) own<true><<<kCtas, 128 * c.wgs, kPadSmem>>>(4000, c.mma, c.exp, d);
+      else own<false><<<kCtas, 128 * c.wgs, kPadSmem>>>(4000, c.mma, c.exp, d);
       if (fetch()) return 1;
     }
     double cyc = 0;

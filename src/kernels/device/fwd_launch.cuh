@@ -166,7 +166,7 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
 #ifdef FMHA_TIMELINE
   // Diagnostic builds only (compile definition FMHA_TIMELINE; scripts/timeline.py): when $FMHA_TIMELINE_FILE is set,
   // the first kernel::kTimelineCtas CTAs stamp their phases into a device buffer, written to that file (overwritten)
-  // after the launch, which this then waits for.
+  // after the launch, which this then waits for. One launch at a time: concurrent launches would share the file.
   const char* tl_file = std::getenv("FMHA_TIMELINE_FILE");
   const size_t tl_bytes = size_t(kernel::kTimelineCtas) * 4 * kernel::kTimelineSlots * sizeof(unsigned long long);
   p.timeline = nullptr;
@@ -174,17 +174,22 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
     s = cuda_status(cudaMalloc(&p.timeline, tl_bytes), "cudaMalloc(timeline)");
     if (!s) return s;
     s = cuda_status(cudaMemsetAsync(p.timeline, 0, tl_bytes, stream), "cudaMemsetAsync(timeline)");
-    if (!s) return s;
+    if (!s) {
+      cudaFree(p.timeline);
+      return s;
+    }
   }
 #endif
   kernel<<<grid, Config::kThreads, smem, stream>>>(p);
 #ifdef FMHA_TIMELINE
   if (tl_file) {
+    s = cuda_status(cudaGetLastError(), "launch fwd_kernel");
+    if (s) s = cuda_status(cudaStreamSynchronize(stream), "timeline: cudaStreamSynchronize");
     std::vector<unsigned long long> h(tl_bytes / sizeof(unsigned long long));
-    s = cuda_status(cudaStreamSynchronize(stream), "timeline: cudaStreamSynchronize");
     if (s) s = cuda_status(cudaMemcpy(h.data(), p.timeline, tl_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(timeline)");
-    cudaFree(p.timeline);
+    const Status freed = cuda_status(cudaFree(p.timeline), "cudaFree(timeline)");
     if (!s) return s;
+    if (!freed) return freed;
     FILE* f = std::fopen(tl_file, "wb");
     const bool written = f && std::fwrite(h.data(), 1, tl_bytes, f) == tl_bytes;
     if (f) std::fclose(f);

@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   const bool is_producer_thread = threadIdx.x == 0;
 #ifdef FMHA_TIMELINE
   const bool tl_on = p.timeline != nullptr && blockIdx.x < kTimelineCtas && threadIdx.x % 128 == 0;
-  unsigned long long* tl_ptr = p.timeline + (size_t(blockIdx.x) * 4 + warp_group) * kTimelineSlots;
+  unsigned long long* tl_ptr = tl_on ? p.timeline + (size_t(blockIdx.x) * 4 + warp_group) * kTimelineSlots : nullptr;
   int tl_n = 0;
 #endif
 
@@ -936,5 +936,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   if constexpr (Config::kTmaStoreO)
     if (tid_wg == 0) tma_store_wait<0>();
 }
+
+#undef FMHA_TL
 
 }  // namespace fmha::kernel
