@@ -4,10 +4,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
+#ifdef FMHA_TIMELINE
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#include <string>
+#endif
 
 #include "api/launch.h"
 #include "kernels/kernel/fwd_kernel.cuh"
