@@ -377,6 +377,16 @@ std::vector<Named> edge_cases() {
     if (n.c.heads_q == 40) n.c.check_heads = 8;
     v.push_back(n);
   }
+  // Dense causal problems on the one-CTA-per-tile scheduler run in L2 sections too (v15): 6 query heads over 2 K/V
+  // heads, causal q-end, 40000 keys at d 64 and 20000 at d 128 (3.4 MB of K and V per query head), so sections of 4
+  // and 2 heads; every head checked, the last 128 rows of each.
+  for (int d : {64, 128}) {
+    Named n{"causal_individual_sections_d" + std::to_string(d),
+            dense(1, 6, 2, 512, d == 64 ? 40000 : 20000, d, MaskType::kCausal, CausalAlign::kQEnd)};
+    n.c.scheduler = fmha::TileScheduler::kIndividual;
+    n.c.check_rows = 128;
+    v.push_back(n);
+  }
   // The default route of dense causal problems just past the short causal limit at d <= 64: 192-row tiles (with
   // the tensor-core row sums), persistent on every SM, so the paired order and the causal L2 sections: 40 heads of
   // kLongKeys keys, 7 query blocks of 192 rows (odd: a middle block per head), 160 units >= the SM count of an

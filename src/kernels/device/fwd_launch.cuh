@@ -35,6 +35,16 @@ using detail::cuda_status;
 #ifndef FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL
 #define FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL 1
 #endif
+// Tuning hook (v15 in docs/perf-log.md): 1 = dense causal problems on the one-CTA-per-tile scheduler use L2
+// sections too. With one section, the CTAs that run together hold the longest query blocks of every (batch, head)
+// and read all their K and V: at d 128 causal 8k, 1.13 GB from DRAM against 0.20 GB compulsory (cuDNN reads 0.20),
+// which at the H200's 700 W power cap costs clock (1575 against cuDNN's 1725 MHz, bench/power_probe.py). With
+// sections: 0.20 GB, 1710 MHz, +4.0 to +7.6 % sustained at d 64 / d 128 causal 8k–16k (within noise in the
+// benchmark's 20 ms loops). The hardware hands tiles to CTAs as others finish, so sections keep their balance (the
+// static round robin of the persistent scheduler needed pairs).
+#ifndef FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL_INDIVIDUAL
+#define FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL_INDIVIDUAL 1
+#endif
 
 /// (batch, head) pairs per section of the tile order (kernel::decode_tile): as many query heads as share K and V
 /// of at most FMHA_TUNE_FWD_L2_SECTION_MIB (a third of the H100/H200's 50 MB L2), at least one, at most all.
@@ -42,12 +52,15 @@ using detail::cuda_status;
 /// Causal problems kept one section until v9: their tiles differ in length, and with the longest-first order only one
 /// section balances the persistent scheduler's static round robin (sections measured −5–8 % at causal 512–2k, ±3 %
 /// above, v5). With FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL, dense causal problems on the persistent scheduler get
-/// sections, balanced by the paired order (FMHA_TUNE_FWD_PAIR_ORDER; both needed, see fwd_pair_order).
+/// sections, balanced by the paired order (FMHA_TUNE_FWD_PAIR_ORDER; both needed, see fwd_pair_order); with
+/// FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL_INDIVIDUAL, dense causal problems on the one-CTA-per-tile scheduler too.
 /// Varlen problems keep one section too: their entries differ in length as well, and sections sized by the longest
 /// entry were not measured.
 inline int fwd_l2_section_bh(const FwdParams& a, size_t element_bytes, bool pair_order) {
   const int64_t bh_count = int64_t(a.batch) * a.heads_q;
-  const bool causal_sections = FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL != 0 && pair_order;
+  const bool causal_sections =
+      (FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL != 0 && pair_order) ||
+      (FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL_INDIVIDUAL != 0 && a.scheduler == TileScheduler::kIndividual);
   if (FMHA_TUNE_FWD_L2_SECTION_MIB <= 0 || (a.mask == MaskType::kCausal && !causal_sections) ||
       a.cu_seqlens_q != nullptr)
     return int(bh_count);
