@@ -75,10 +75,15 @@ def main(argv):
     print(f"{'metric':<72} {name_a:>24} {name_b:>24}")
     for k in METRICS + stalls:
         label = k[len(STALL_PREFIX):-len(STALL_SUFFIX)] + " (stall per issue)" if k in stalls else k
-        unit = units_a.get(k) or units_b.get(k)
-        if unit:
-            label += f" [{unit}]"
-        print(f"{label:<72} {a.get(k, '-')[:24]:>24} {b.get(k, '-')[:24]:>24}")
+        ua, ub = units_a.get(k, ""), units_b.get(k, "")
+        va, vb = a.get(k, "-")[:24], b.get(k, "-")[:24]
+        if ua and ub and ua != ub and k in a and k in b:
+            # Nsight Compute scales each report's unit by its own magnitude (Mbyte in one, Gbyte in the other): keep
+            # each value with its unit rather than one label for both columns.
+            va, vb = f"{a[k][:23 - len(ua)]} {ua}", f"{b[k][:23 - len(ub)]} {ub}"
+        elif ua or ub:
+            label += f" [{ua or ub}]"
+        print(f"{label:<72} {va:>24} {vb:>24}")
     ea, sa = load_opcodes(sass_a)
     eb, sb = load_opcodes(sass_b)
     if ea or eb:

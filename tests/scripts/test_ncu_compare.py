@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CPU test of scripts/ncu_compare.py on small hand-written Nsight Compute CSVs (raw page and SASS source page, in
-the layout `ncu --import … --csv` writes): the metric values, units and per-opcode counts reach the table, a missing
-file gives '-', and a wrong argument count exits 2. Exits non-zero with a message on the first failure."""
+the layout `ncu --import … --csv` writes): the metric values, units and per-opcode counts reach the table, units
+that differ between the reports stay with their values, a missing file gives '-', and a wrong argument count exits
+2. Exits non-zero with a message on the first failure."""
 import os
 import subprocess
 import sys
@@ -71,6 +72,18 @@ def main():
         check(r.returncode == 0, f"no sampling column: exit {r.returncode}, {r.stderr!r}")
         mufu = next((ln.split() for ln in r.stdout.splitlines() if ln.startswith("MUFU")), [])
         check(mufu[1:4] == ["2.00", "4.00", "0.0"], f"no sampling column: MUFU row {mufu}")
+        # Units that differ between the two reports (ncu scales each to its magnitude) stay with their values.
+        giga = os.path.join(d, "giga_raw.csv")
+        with open(giga, "w") as f:
+            f.write(RAW.replace('"","us","Mbyte"', '"","ms","Gbyte"').format(
+                name="kern_g", time="1.6", dram="1.134682", block="384", wait="0.5"))
+        r = run("fmha", giga, files["a_sass"], "cudnn", files["b_raw"], files["b_sass"])
+        check(r.returncode == 0, f"units that differ: exit {r.returncode}, {r.stderr!r}")
+        lines = {ln.split()[0]: ln.split() for ln in r.stdout.splitlines() if ln.strip()}
+        check(lines["dram__bytes_read.sum"][1:] == ["1.134682", "Gbyte", "201.4", "Mbyte"],
+              f"units that differ: DRAM row {lines.get('dram__bytes_read.sum')}")
+        check(lines["gpu__time_duration.sum"][1:] == ["1.6", "ms", "349.6", "us"],
+              f"units that differ: time row {lines.get('gpu__time_duration.sum')}")
         r = run("only-one")
         check(r.returncode == 2 and "expected 6 arguments, got 1" in r.stderr, f"bad usage: {r.returncode} {r.stderr!r}")
     print("test_ncu_compare: ok")
