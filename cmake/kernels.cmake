@@ -5,7 +5,7 @@
 # src/instantiations/<op>.cu.in, and a registry (generated/registry.cpp) that maps the entry to its launch function.
 # Entries left out of the set are still known to the registry, which reports them as kNotBuilt.
 
-set(FMHA_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
+set(FMHA_GENERATED_DIR ${PROJECT_BINARY_DIR}/generated)
 file(MAKE_DIRECTORY ${FMHA_GENERATED_DIR})
 
 set(FMHA_MANIFEST_ENTRIES "")
@@ -13,7 +13,7 @@ function(fmha_kernel op dtype hdim)
   string(REPLACE ";" " " sets "${ARGN}")
   set(FMHA_MANIFEST_ENTRIES ${FMHA_MANIFEST_ENTRIES} "${op}|${dtype}|${hdim}|${sets}" PARENT_SCOPE)
 endfunction()
-include(${CMAKE_SOURCE_DIR}/src/instantiations/manifest.cmake)
+include(${PROJECT_SOURCE_DIR}/src/instantiations/manifest.cmake)
 
 set(FMHA_KERNEL_SOURCES "")
 set(FMHA_REGISTRY_DECLS "")
@@ -31,7 +31,7 @@ foreach(entry ${FMHA_MANIFEST_ENTRIES})
   set(built 0)
   if(FMHA_KERNEL_SET IN_LIST sets)
     set(built 1)
-    configure_file(${CMAKE_SOURCE_DIR}/src/instantiations/${FMHA_OP}.cu.in ${FMHA_GENERATED_DIR}/${name}.cu @ONLY)
+    configure_file(${PROJECT_SOURCE_DIR}/src/instantiations/${FMHA_OP}.cu.in ${FMHA_GENERATED_DIR}/${name}.cu @ONLY)
     list(APPEND FMHA_KERNEL_SOURCES ${FMHA_GENERATED_DIR}/${name}.cu)
     string(APPEND FMHA_REGISTRY_DECLS "${FMHA_OP}_launch_fn ${name}_launch;\n")
     string(APPEND FMHA_REGISTRY_ROWS "    {\"${FMHA_OP}\", \"${FMHA_DTYPE}\", ${FMHA_HDIM}, reinterpret_cast<void*>(&${name}_launch)},\n")
@@ -39,19 +39,19 @@ foreach(entry ${FMHA_MANIFEST_ENTRIES})
     string(APPEND FMHA_REGISTRY_ROWS "    {\"${FMHA_OP}\", \"${FMHA_DTYPE}\", ${FMHA_HDIM}, nullptr},\n")
   endif()
 endforeach()
-configure_file(${CMAKE_SOURCE_DIR}/src/instantiations/registry.cpp.in ${FMHA_GENERATED_DIR}/registry.cpp @ONLY)
+configure_file(${PROJECT_SOURCE_DIR}/src/instantiations/registry.cpp.in ${FMHA_GENERATED_DIR}/registry.cpp @ONLY)
 
-file(GLOB FMHA_API_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.cpp)
-list(REMOVE_ITEM FMHA_API_SOURCES ${CMAKE_SOURCE_DIR}/src/api/c_api.cpp)
+file(GLOB FMHA_API_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/api/*.cpp)
+list(REMOVE_ITEM FMHA_API_SOURCES ${PROJECT_SOURCE_DIR}/src/api/c_api.cpp)
 add_library(fmha STATIC ${FMHA_API_SOURCES} ${FMHA_GENERATED_DIR}/registry.cpp ${FMHA_KERNEL_SOURCES})
-target_include_directories(fmha PUBLIC ${CMAKE_SOURCE_DIR}/include PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_include_directories(fmha PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(fmha PUBLIC CUDA::cudart)
 set_target_properties(fmha PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
 # libfmha_c.so: the C entry points (include/fmha/c_api.h) for bindings such as bench/bench_fwd.py (ctypes).
-add_library(fmha_c SHARED ${CMAKE_SOURCE_DIR}/src/api/c_api.cpp)
+add_library(fmha_c SHARED ${PROJECT_SOURCE_DIR}/src/api/c_api.cpp)
 target_link_libraries(fmha_c PRIVATE fmha)
-set_target_properties(fmha_c PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)
+set_target_properties(fmha_c PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib)
 target_compile_options(fmha PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
 
 if(FMHA_KERNEL_SOURCES)
