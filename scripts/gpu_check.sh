@@ -2,7 +2,7 @@
 # The GPU job, on a machine with a Hopper GPU: builds the `full` kernel set unless BUILD_DIR already holds a build,
 # runs the gpu test suite (GoogleTest cases and the seed's CLI matrix), compute-sanitizer on a smoke subset, and
 # the forward benchmark against cuDNN / FlashAttention-2 (needs PyTorch with cuDNN), then prints a compact summary
-# table. Exits non-zero when any step failed.
+# table. Exits non-zero when any step failed, 77 without a GPU (nvidia-smi -L fails).
 #
 #   scripts/gpu_check.sh [BUILD_DIR] [OUT_DIR] [STEPS]
 #
@@ -18,6 +18,10 @@ out=$(realpath -m "${2:-$root/gpu-results}")
 steps=",${3:-tests,cli,sanitizer,bench},"
 mkdir -p "$out"
 cd "$root"
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  echo "gpu_check: no GPU (nvidia-smi -L failed); this job needs a Hopper GPU (scripts/test.sh runs the CPU suite)" >&2
+  exit 77
+fi
 
 if [ ! -x "$build/tests/fmha_gpu_tests" ] || [ ! -x "$build/bin/fmha_fwd" ]; then
   FMHA_KERNEL_SET=full "$root/scripts/setup.sh" "$build" || exit 1
