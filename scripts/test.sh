@@ -14,7 +14,7 @@ ctest -L cpu --output-on-failure -j "$(nproc)"
 log=$(mktemp)
 rc=0
 ctest -L gpu --output-on-failure > "$log" 2>&1 || rc=$?
-grep -vE '^ *[0-9]+/[0-9]+ Test +#.*(Passed|Skipped)|^ +Start +[0-9]+:|^\s*[0-9]+ - .*\(Skipped\)$' "$log" || true
+grep -vE '^ *[0-9]+/[0-9]+ Test +#.*(Passed|Skipped)|^ +Start +[0-9]+:|^\s*[0-9]+ - .*\(Skipped\)$|^The following tests did not run:$' "$log" || true
 skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*Skipped' "$log" || true)
 if [ "$skipped" -gt 0 ]; then
   reason=$("$build/tests/fmha_gpu_tests" --gtest_filter='FwdGpu.NonDefaultStream' 2>/dev/null | grep -m1 -o 'skipped: .*' || true)

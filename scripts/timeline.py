@@ -128,7 +128,9 @@ def report(path, wgs=None):
 
 
 def main():
-    if len(sys.argv) >= 5 and sys.argv[1] == "run":
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+    elif len(sys.argv) >= 5 and sys.argv[1] == "run":
         run(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif len(sys.argv) in (3, 4) and sys.argv[1] == "report":
         if len(sys.argv) == 4 and not sys.argv[3].isdigit():
