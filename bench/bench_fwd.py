@@ -37,6 +37,20 @@ def load_fmha(path):
     return f
 
 
+def make_inputs(dt_name, d, s, total=16384):
+    """The benchmark's inputs for one problem: batch b = max(1, total // s), h = 2048 // d heads, dense BSHD
+    Q, K, V of shape (b, s, h, d) in dtype dt_name ("bf16" | "fp16"), Gaussian with seed 0, on the current CUDA
+    device; O like Q (uninitialised) and LSE (b, h, s) fp32. Returns (b, h, q, k, v, o, lse). bench/power_probe.py
+    and scripts/timeline.py use it too, so that all three run the same problems."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dt_name]
+    b, h = max(1, total // s), 2048 // d
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
+    o = torch.empty_like(q)
+    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+    return b, h, q, k, v, o, lse
+
+
 def time_interleaved(fns, reps, loop_ms, preroll_ms=0.0, seed=1234):
     """Median ms per call of each fn in `fns` (name -> callable). The backends take turns: every round times one
     loop of back-to-back calls of each (one CUDA-event pair per loop), so clock and temperature drift during a
@@ -113,15 +127,10 @@ def main():
     rows = []
     print(f"# device: {dev}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}")
     for dt_name in args.dtypes.split(","):
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dt_name]
         for d in [int(x) for x in args.dims.split(",")]:
             for causal in [bool(int(x)) for x in args.causal.split(",")]:
                 for s in [int(x) for x in args.seqlens.split(",")]:
-                    b, h = max(1, args.total // s), 2048 // d
-                    torch.manual_seed(0)
-                    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
-                    o = torch.empty_like(q)
-                    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+                    b, h, q, k, v, o, lse = make_inputs(dt_name, d, s, args.total)
                     stream = torch.cuda.current_stream().cuda_stream
 
                     def fmha_fn(scheduler, pingpong, lib=fmha):

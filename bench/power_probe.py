@@ -143,7 +143,7 @@ def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from bench_fwd import load_fmha
+    from bench_fwd import load_fmha, make_inputs
 
     fmha = load_fmha(args.lib)
     err = ctypes.create_string_buffer(512)
@@ -157,12 +157,7 @@ def main():
           f"{'J/PF':>7}")
     rows = []
     for dt_name, d, s, causal in problems:
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dt_name]
-        b, h = max(1, 16384 // s), 2048 // d
-        torch.manual_seed(0)
-        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
-        o = torch.empty_like(q)
-        lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+        b, h, q, k, v, o, lse = make_inputs(dt_name, d, s)
         stream = torch.cuda.current_stream().cuda_stream
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
 

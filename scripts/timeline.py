@@ -35,7 +35,7 @@ def run(lib_path, out_dir, specs):
     import ctypes
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-    from bench_fwd import load_fmha  # the C entry point's ctypes signature, as the benchmark calls it
+    from bench_fwd import load_fmha, make_inputs  # the C entry point and the inputs, as the benchmark has them
     f = load_fmha(lib_path)
     err = ctypes.create_string_buffer(512)
     for spec in specs:
@@ -44,12 +44,7 @@ def run(lib_path, out_dir, specs):
             sys.exit(f"timeline run: expected NAME:DTYPE(bf16|fp16):D:SEQLEN:CAUSAL(0|1), got '{spec}'")
         name, dt, d, s, causal = parts[0], parts[1], int(parts[2]), int(parts[3]), int(parts[4])
         os.makedirs(out_dir, exist_ok=True)
-        dtype = torch.bfloat16 if dt == "bf16" else torch.float16
-        b, h = max(1, 16384 // s), 2048 // d
-        torch.manual_seed(0)
-        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
-        o = torch.empty_like(q)
-        lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+        b, h, q, k, v, o, lse = make_inputs(dt, d, s)
         stream = torch.cuda.current_stream().cuda_stream
 
         def launch():
