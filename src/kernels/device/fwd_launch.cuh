@@ -40,8 +40,8 @@ using detail::cuda_status;
 // and read all their K and V: at d 128 causal 8k, 1.13 GB from DRAM against 0.20 GB compulsory (cuDNN reads 0.20),
 // which at the H200's 700 W power cap costs clock (1575 against cuDNN's 1725 MHz, bench/power_probe.py). With
 // sections: 0.20 GB, 1710 MHz, +4.0 to +7.6 % sustained at d 64 / d 128 causal 8k–16k (bf16, one 2 s window per
-// problem; within noise in the benchmark's 20 ms loops). The hardware hands tiles to CTAs as others finish, so sections keep their balance (the
-// static round robin of the persistent scheduler needed pairs).
+// problem; within noise in the benchmark's 20 ms loops). The hardware hands tiles to CTAs as others finish, so
+// sections keep their balance (the static round robin of the persistent scheduler needed pairs).
 #ifndef FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL_INDIVIDUAL
 #define FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL_INDIVIDUAL 1
 #endif

@@ -373,6 +373,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   const int warp_idx = cutlass::canonical_warp_idx_sync();
   const bool is_producer_thread = threadIdx.x == 0;
 #ifdef FMHA_TIMELINE
+  static_assert(Config::kConsumerWGs + 1 <= 4, "timeline: the buffer holds 4 warpgroup streams per CTA");
   const bool tl_on = p.timeline != nullptr && blockIdx.x < kTimelineCtas && threadIdx.x % 128 == 0;
   unsigned long long* tl_ptr = tl_on ? p.timeline + (size_t(blockIdx.x) * 4 + warp_group) * kTimelineSlots : nullptr;
   int tl_n = 0;
@@ -807,9 +808,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         // block runs before it and serialises softmax and P·V. A never-taken branch (it also keeps P live, so that
         // no softmax temporary takes one of P's registers while the P·V reads them) closes the block first.
         // It cannot be taken: row_sum is a sum of exp2 results, each >= +0 or NaN, and corr[0] (kMmaRowSum) an exp2
-        // result or 1, and NaN < 0 is false. (Were it
-        // taken, the store would land in warpgroup 0's O staging rows, at head-dim tiles <= 64 possibly while the
-        // TMA store of its previous tile still reads them.) Re-check the SASS after touching this:
+        // result or 1, and NaN < 0 is false. (Were it taken, the store would land in warpgroup 0's O staging rows,
+        // at head-dim tiles <= 64 possibly while the TMA store of its previous tile still reads them.) Re-check the
+        // SASS after touching this:
         // WARPGROUP.DEPBAR.LE gsb0, 0x0 must follow the block's MUFU.EX2 instructions.
         if ((kMmaRowSum ? corr[0] : row_sum[0]) < 0.f) {
           CUTLASS_PRAGMA_UNROLL
