@@ -59,6 +59,8 @@ if [[ $steps == *,sanitizer,* ]]; then
   # The paired causal tile order (perf-log v9) on 5 persistent CTAs, and on every SM with 192-row tiles (the default
   # route of d 64 causal rows just past the short causal limit, tensor-core row sums; perf-log v13).
   filter+=':Edge/FwdCaseTest.MatchesReference/causal_pairs_d128_sm5:Edge/FwdCaseTest.MatchesReference/causal_pairs_192_fp16'
+  # Causal tiles one CTA each, in two L2 sections of 4 and 2 query heads (perf-log v15 item 3).
+  filter+=':Edge/FwdCaseTest.MatchesReference/causal_individual_sections_d128'
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 99 "$build/tests/fmha_gpu_tests" --gtest_filter="$filter" \
       > "$out/sanitizer_$tool.log" 2>&1
