@@ -51,6 +51,24 @@ def make_inputs(dt_name, d, s, total=16384):
     return b, h, q, k, v, o, lse
 
 
+def fmha_call(lib, dt_name, b, h, d, s, causal, q, k, v, o, lse, scheduler=0, pingpong=0):
+    """A function of no arguments that runs fmha once through `lib` (fmha_fwd_contiguous, from load_fmha) on the
+    benchmark's tensors as make_inputs makes them: Q, K, V, O of shape (b, s, h, d) in dt_name ("bf16" | "fp16"),
+    h query and h K/V heads, LSE (b, h, s) fp32; causal (top-left) or no mask, the default softmax scale 1/sqrt(d),
+    on torch's current CUDA stream (taken now). scheduler / pingpong are the C API's values (0 = the library's
+    choice). The function raises RuntimeError with the library's message when the call fails."""
+    err = ctypes.create_string_buffer(512)
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def fn():
+        rc = lib(1 if dt_name == "bf16" else 0, b, h, h, d, s, s, None, None, 0, 0, q.data_ptr(), k.data_ptr(),
+                 v.data_ptr(), o.data_ptr(), lse.data_ptr(), 2 if causal else 0, 0, 0.0, scheduler, pingpong, stream,
+                 err, 512)
+        if rc != 0:
+            raise RuntimeError(f"fmha_fwd_contiguous: {err.value.decode()}")
+    return fn
+
+
 def time_interleaved(fns, reps, loop_ms, preroll_ms=0.0, seed=1234):
     """Median ms per call of each fn in `fns` (name -> callable). The backends take turns: every round times one
     loop of back-to-back calls of each (one CUDA-event pair per loop), so clock and temperature drift during a
@@ -122,7 +140,6 @@ def main():
         if not sep or not name or not path:
             ap.error(f"--alt: expected NAME=PATH, got '{spec}'")
         alts.append((name, load_fmha(path)))
-    err = ctypes.create_string_buffer(512)
     dev = torch.cuda.get_device_name()
     rows = []
     print(f"# device: {dev}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}")
@@ -131,16 +148,9 @@ def main():
             for causal in [bool(int(x)) for x in args.causal.split(",")]:
                 for s in [int(x) for x in args.seqlens.split(",")]:
                     b, h, q, k, v, o, lse = make_inputs(dt_name, d, s, args.total)
-                    stream = torch.cuda.current_stream().cuda_stream
 
                     def fmha_fn(scheduler, pingpong, lib=fmha):
-                        def fn():
-                            rc = lib(1 if dt_name == "bf16" else 0, b, h, h, d, s, s, None, None, 0, 0,
-                                      q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                                      2 if causal else 0, 0, 0.0, scheduler, pingpong, stream, err, 512)
-                            if rc != 0:
-                                raise RuntimeError(f"fmha_fwd_contiguous: {err.value.decode()}")
-                        return fn
+                        return fmha_call(lib, dt_name, b, h, d, s, causal, q, k, v, o, lse, scheduler, pingpong)
                     run_fmha = fmha_fn(0, 0)  # the library's choice
 
                     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # (b, h, s, d) views

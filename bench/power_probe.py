@@ -32,7 +32,6 @@ a 0.2 s idle gap and kept every sample; its power medians of 2 s loops are biase
 not, apart from a few samples).
 """
 import argparse
-import ctypes
 import json
 import os
 import statistics
@@ -143,10 +142,9 @@ def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from bench_fwd import load_fmha, make_inputs
+    from bench_fwd import fmha_call, load_fmha, make_inputs
 
     fmha = load_fmha(args.lib)
-    err = ctypes.create_string_buffer(512)
     field = power_field()
     power_skip = 0.0 if field == "power.draw.instant" else 1.0
     limits = subprocess.run(["nvidia-smi", "-i", args.gpu, "--query-gpu=name,power.limit,enforced.power.limit,"
@@ -158,14 +156,8 @@ def main():
     rows = []
     for dt_name, d, s, causal in problems:
         b, h, q, k, v, o, lse = make_inputs(dt_name, d, s)
-        stream = torch.cuda.current_stream().cuda_stream
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-
-        def run_fmha():
-            rc = fmha(1 if dt_name == "bf16" else 0, b, h, h, d, s, s, None, None, 0, 0, q.data_ptr(), k.data_ptr(),
-                      v.data_ptr(), o.data_ptr(), lse.data_ptr(), 2 if causal else 0, 0, 0.0, 0, 0, stream, err, 512)
-            if rc != 0:
-                raise RuntimeError(f"fmha_fwd_contiguous: {err.value.decode()}")
+        run_fmha = fmha_call(fmha, dt_name, b, h, d, s, causal, q, k, v, o, lse)
 
         def run_cudnn():
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):

@@ -32,12 +32,10 @@ EVENTS = {1: "tile", 2: "q_ready", 3: "prologue_done", 4: "kv_ready", 5: "gemms_
 
 
 def run(lib_path, out_dir, specs):
-    import ctypes
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-    from bench_fwd import load_fmha, make_inputs  # the C entry point and the inputs, as the benchmark has them
+    from bench_fwd import fmha_call, load_fmha, make_inputs  # the C entry point and inputs, as the benchmark has them
     f = load_fmha(lib_path)
-    err = ctypes.create_string_buffer(512)
     for spec in specs:
         parts = spec.split(":")
         if len(parts) != 5 or parts[1] not in ("bf16", "fp16"):
@@ -45,13 +43,13 @@ def run(lib_path, out_dir, specs):
         name, dt, d, s, causal = parts[0], parts[1], int(parts[2]), int(parts[3]), int(parts[4])
         os.makedirs(out_dir, exist_ok=True)
         b, h, q, k, v, o, lse = make_inputs(dt, d, s)
-        stream = torch.cuda.current_stream().cuda_stream
+        run_fmha = fmha_call(f, dt, b, h, d, s, causal, q, k, v, o, lse)
 
         def launch():
-            rc = f(1 if dt == "bf16" else 0, b, h, h, d, s, s, None, None, 0, 0, q.data_ptr(), k.data_ptr(),
-                   v.data_ptr(), o.data_ptr(), lse.data_ptr(), 2 if causal else 0, 0, 0.0, 0, 0, stream, err, 512)
-            if rc != 0:
-                sys.exit(f"fmha_fwd_contiguous: {err.value.decode()}")
+            try:
+                run_fmha()
+            except RuntimeError as e:
+                sys.exit(str(e))
         os.environ.pop("FMHA_TIMELINE_FILE", None)
         for _ in range(20):
             launch()
