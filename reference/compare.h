@@ -4,7 +4,7 @@
 //  * compare_scaled: the library's own rule. Non-finite positions must match the exact reference; finite errors are
 //    bounded by k times the error of a kernel-emulating reference (Rounding::kKernel) plus a small absolute floor.
 //    k = 2 for forward / decode outputs, 3 for backward outputs; floor = default_floor(out_type, max |ref_exact|).
-//  * compare_fixed: the seed's rule (spec §6), with fixed thresholds (seed_thresholds); the CLIs' --verify default.
+//  * compare_fixed: the seed's rule (docs/seed.md §6), with fixed thresholds (seed_thresholds); the CLIs' --verify default.
 // Plain C++, no CUDA. All arrays are flat float arrays of n elements in the same order.
 #pragma once
 
@@ -44,7 +44,7 @@ struct CompareResult {
 CompareResult compare_scaled(const float* out, const float* ref_kernel, const float* ref_exact, int64_t n, double k,
                              double floor_abs);
 
-/// The seed's rule (spec §6): elements with out[i] == ref[i] are skipped (so matching ±inf pass; NaN never equals);
+/// The seed's rule (docs/seed.md §6): elements with out[i] == ref[i] are skipped (so matching ±inf pass; NaN never equals);
 /// otherwise diff = |out[i] − ref[i]|. Passes iff no diff is NaN, max diff < max_thresh and Σ diff / n < mean_thresh
 /// (mean over all n elements, skipped ones counting 0). An infinite diff (inf vs finite, +inf vs −inf) fails the max.
 /// n == 0 passes. Throws std::invalid_argument for n < 0 or a null array with n > 0.
@@ -56,7 +56,7 @@ struct FixedThresholds {
   double mean;
 };
 
-/// Thresholds by the size of the *input* element type (spec §6): 1-byte (e4m3, e5m2) max 1e-1 / mean 1e-1, but
+/// Thresholds by the size of the *input* element type (docs/seed.md §6): 1-byte (e4m3, e5m2) max 1e-1 / mean 1e-1, but
 /// max 1.0 for backward outputs; 2-byte (fp16, bf16) max 1e-2 / mean 1e-3. fp32 inputs (no seed counterpart) use
 /// the 2-byte thresholds.
 FixedThresholds seed_thresholds(DType input, bool backward);

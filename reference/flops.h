@@ -1,4 +1,4 @@
-// fmha: FLOP and byte counts reported by the tools and benchmarks (spec §7, docs/numerics.md).
+// fmha: FLOP and byte counts reported by the tools and benchmarks (docs/seed.md §7, docs/numerics.md).
 //
 // These are the seed's conventions, kept so that figures compare with the seed's: causal work counts exactly half
 // (c = 0.5) whatever Sq and Sk, masked-out or empty work is not subtracted otherwise, and only the listed tensors

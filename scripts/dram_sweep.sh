@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # DRAM traffic of fmha's forward kernel and of cuDNN's (PyTorch SDPA) on the benchmark's problems, against the
 # compulsory bytes: one Nsight Compute pass per problem and library with four metrics only (DRAM bytes read and
-# written, L2 sector hit rate, kernel duration), clocks left alone (METHOD.md). Problems have the shapes of
+# written, L2 sector hit rate, kernel duration), clocks as found. Problems have the shapes of
 # bench/bench_fwd.py (16384 tokens per batch, h = 2048 / d, queries = keys). fmha runs through its fmha_fwd CLI on
 # its own random inputs, cuDNN through bench/peer_launch.py: the same problem, not the same numbers (DRAM bytes do
 # not depend on the values). Run on the GPU machine (~20 s per problem: two profiled processes).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Profiles fmha's forward kernel and cuDNN's (PyTorch SDPA) on the same problem with Nsight Compute (--set full,
-# clocks left alone as METHOD.md asks), and writes a side-by-side table of the metrics that tell where the time goes
+# clocks left alone: measure the card as found), and writes a side-by-side table of the metrics that tell where the time goes
 # (scripts/ncu_compare.py): duration, grid and block size, registers, shared memory, tensor-pipe and MUFU (xu)
 # activity, issue slots, L2 hit rate, warp stall reasons, and executed instructions and stall samples per SASS
 # opcode. The cuDNN launch comes from bench/peer_launch.py (PyTorch SDPA, inputs as bench/bench_fwd.py makes them);

@@ -50,7 +50,7 @@ struct FwdOutcome {
   bool checked = false;
   ref::CompareResult o;          ///< O against the reference (valid rows and columns of the checked heads)
   ref::CompareResult lse;        ///< LSE against the exact reference
-  ref::CompareResult o_fixed;    ///< O against the kernel-rounding reference, seed thresholds (spec §6)
+  ref::CompareResult o_fixed;    ///< O against the kernel-rounding reference, seed thresholds (docs/seed.md §6)
   ref::CompareResult lse_fixed;  ///< LSE against the exact reference, seed thresholds
   std::vector<double> times_ms;  ///< one per timed iteration
   bool untouched = true;         ///< memory outside the valid rows/columns of O and LSE still holds the NaN poison

@@ -1,4 +1,4 @@
-# The seed's forward CTest matrix (spec §8.1), run through the fmha_fwd CLI with --verify, for fp16 and bf16.
+# The seed's forward CTest matrix (docs/seed.md §8.1), run through the fmha_fwd CLI with --verify, for fp16 and bf16.
 # Causal cases run in both alignments (--causal-type=qbegin,qend). Label gpu; exit code 77 (no GPU) is a skip.
 set(FMHA_FWD_SEED_TESTS
   "basic|--b=1 --h=4 --q=512 --k=512 --d=128 --verify --mask=no"

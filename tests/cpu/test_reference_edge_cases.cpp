@@ -1,4 +1,4 @@
-// Edge cases of /work/shared/cases/edge-cases.md at the reference level (E01, E03, E04, E05).
+// Edge cases of docs/edge-cases.md at the reference level (E01, E03, E04, E05).
 // Expected values are exact properties (zeros, −inf, a single V row) or a direct softmax computed in this file.
 #include <gtest/gtest.h>
 

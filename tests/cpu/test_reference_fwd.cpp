@@ -471,7 +471,7 @@ TEST(ReferenceFwd, InvalidArgumentsThrowWithNamedArgument) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// FLOP counts (spec §7)
+// FLOP counts (docs/seed.md §7)
 // ---------------------------------------------------------------------------------------------------------------
 
 TEST(Flops, ForwardAndBackwardFormulas) {

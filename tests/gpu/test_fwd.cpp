@@ -1,4 +1,4 @@
-// GPU forward tests: the seed's matrix (spec §8) for fp16 and bf16, the edge cases of shared/cases/edge-cases.md,
+// GPU forward tests: the seed's matrix (docs/seed.md §8) for fp16 and bf16, the edge cases of docs/edge-cases.md,
 // real model shapes, determinism and a non-default stream. Every output is poisoned with NaN before the launch and
 // compared with the CPU reference (k = 2 scale-aware rule); memory outside valid rows must keep its poison.
 #include <cuda_runtime_api.h>
@@ -63,7 +63,7 @@ FwdCase varlen(int h, int hk, int d, std::vector<int> q, std::vector<int> k, Mas
   return c;
 }
 
-/// The seed's forward matrix (spec §8.1): BASIC … VARLEN_22, with each causal case in both alignments.
+/// The seed's forward matrix (docs/seed.md §8.1): BASIC … VARLEN_22, with each causal case in both alignments.
 std::vector<Named> seed_matrix() {
   std::vector<Named> v;
   v.push_back({"basic", dense(1, 4, 4, 512, 512, 128, MaskType::kNone)});
@@ -100,7 +100,7 @@ std::vector<Named> seed_matrix() {
   return v;
 }
 
-/// Edge cases of shared/cases/edge-cases.md (E01–E06, E08 sampled, E09) and other shapes.
+/// Edge cases of docs/edge-cases.md (E01–E06, E08 sampled, E09) and other shapes.
 std::vector<Named> edge_cases() {
   std::vector<Named> v;
   for (auto a : {CausalAlign::kQEnd, CausalAlign::kQBegin}) {

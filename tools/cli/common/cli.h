@@ -2,7 +2,7 @@
 //
 //   options.h  option table → parser and --help; add_common_options
 //   expand.h   comma lists → cross product of runs
-//   problem.h  q/k/b/h defaults derivation (spec §2.1, §2.5), FLOP formulas (spec §7)
+//   problem.h  q/k/b/h defaults derivation (docs/seed.md §2.1, §2.5), FLOP formulas (docs/seed.md §7)
 //   init.h     init styles r/1/0/d/s/l/n
 //   report.h   result / verbose / repro lines, --json, exit codes
 //   device.h   CUDA errors, DeviceBuffer, gpu_available + exit-77 policy, ring buffers, event timing, L2 flush

@@ -145,7 +145,7 @@ class BufferRing {
   int current_ = 0;
 };
 
-/// Number of ring sets needed so that `sets · bytes_per_set ≥ factor · l2_bytes` (the guide asks for 3× L2),
+/// Number of ring sets needed so that `sets · bytes_per_set ≥ factor · l2_bytes` (benchmarks rotate inputs over at least 3× L2),
 /// at least 1 and at most max_sets. Pure arithmetic; bytes_per_set 0 gives 1.
 int ring_sets_to_cover(size_t bytes_per_set, size_t l2_bytes, int factor = 3, int max_sets = 64);
 

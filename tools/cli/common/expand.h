@@ -1,4 +1,4 @@
-// fmha CLI core: comma expansion of command lines into runs (spec §2.0), done by a loop, not by recursing into main.
+// fmha CLI core: comma expansion of command lines into runs (docs/seed.md §2.0), done by a loop, not by recursing into main.
 #pragma once
 
 #include <string>

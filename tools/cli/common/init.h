@@ -1,4 +1,4 @@
-// fmha CLI core: the seed's tensor init styles (spec §2.0), filling host float buffers deterministically.
+// fmha CLI core: the seed's tensor init styles (docs/seed.md §2.0), filling host float buffers deterministically.
 //
 // Random styles use a counter-based generator (splitmix64 of seed and element index, then Box-Muller), so the
 // value of element i depends only on (seed, i): the same on every platform and standard library, and the same

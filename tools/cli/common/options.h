@@ -4,7 +4,7 @@
 // options it lists, converts and range-checks their values, and --help is generated from the same entries, so the
 // help text cannot drift from what the parser reads.
 //
-// Syntax (the seed's, spec §2.0): `--name=value`, a bare `--flag`, and int lists written `--varlen-q=128:0:256`.
+// Syntax (the seed's, docs/seed.md §2.0): `--name=value`, a bare `--flag`, and int lists written `--varlen-q=128:0:256`.
 // Nothing else is accepted: no `--name value`, no short options, no positional arguments. A repeated option keeps
 // its last value (as the seed's parser does), so a repro line can be rerun with an override appended.
 // Comma lists (`--d=64,128`) are expanded into separate runs before parsing; see expand.h.
@@ -194,7 +194,7 @@ struct CommonOptionSet {
   std::vector<std::string> init_tensors = {"q", "k", "v"};  ///< adds --init-style-<t> for each
 };
 
-/// Declares the options every tool shares (spec §2.0 plus the guide's additions): --verify, --verbose,
+/// Declares the options every tool shares (docs/seed.md §2.0 plus fmha's additions): --verify, --verbose,
 /// --iterations, --warmup_iterations, --tensor_ring_buffers, --sm-count, --kernel-filter (checked to be a valid
 /// regex), --list-kernels, --json, --init-style and --init-style-<tensor>. Per-tensor init styles are unset by
 /// default and fall back to --init-style (see init.h, init_style_for).

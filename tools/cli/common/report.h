@@ -1,6 +1,6 @@
 // fmha CLI core: result lines, repro lines, failure messages, the --json writer and the process exit code.
 //
-// Console format (spec §2.0):
+// Console format (docs/seed.md §2.0):
 //   <tag><name padded to 32> : <value> <unit>[ <value> <unit>]
 //          t=<time>ms, smem=<bytes>b                  (only with --verbose)
 //          repro: <program> <the run's arguments>       (always: reruns exactly this one case)
@@ -59,7 +59,7 @@ std::string format_command(const std::string& program, const std::vector<std::st
 /// `       repro: <format_command(program, args)>`.
 std::string format_repro_line(const std::string& program, const std::vector<std::string>& args);
 
-/// One tensor's comparison against the reference (spec §6 metrics).
+/// One tensor's comparison against the reference (docs/seed.md §6 metrics).
 struct TensorCheck {
   std::string tensor;      ///< "O", "LSE", "dQ", ...
   double max_diff = 0.0;   ///< max |a − ref| over elements that differ
