@@ -44,12 +44,18 @@ configure_file(${PROJECT_SOURCE_DIR}/src/instantiations/registry.cpp.in ${FMHA_G
 file(GLOB FMHA_API_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/api/*.cpp)
 list(REMOVE_ITEM FMHA_API_SOURCES ${PROJECT_SOURCE_DIR}/src/api/c_api.cpp)
 add_library(fmha STATIC ${FMHA_API_SOURCES} ${FMHA_GENERATED_DIR}/registry.cpp ${FMHA_KERNEL_SOURCES})
-target_include_directories(fmha PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+add_library(fmha::fmha ALIAS fmha)
+target_include_directories(fmha PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>
+                           PRIVATE ${PROJECT_SOURCE_DIR}/src)
+# CUDA::cudart carries the CUDA include path (the public headers include cuda_runtime_api.h) and the runtime.
 target_link_libraries(fmha PUBLIC CUDA::cudart)
 set_target_properties(fmha PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
 # libfmha_c.so: the C entry points (include/fmha/c_api.h) for bindings such as bench/bench_fwd.py (ctypes).
 add_library(fmha_c SHARED ${PROJECT_SOURCE_DIR}/src/api/c_api.cpp)
+add_library(fmha::fmha_c ALIAS fmha_c)
+target_include_directories(fmha_c INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                           $<INSTALL_INTERFACE:include>)
 target_link_libraries(fmha_c PRIVATE fmha)
 set_target_properties(fmha_c PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib)
 target_compile_options(fmha PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)

@@ -6,6 +6,9 @@
 extern "C" {
 #endif
 
+/* Version of the linked library, "MAJOR.MINOR.PATCH" (the same string as fmha::version()). Never null. */
+const char* fmha_version(void);
+
 /* Forward attention on contiguous tensors (see fmha::FwdParams for the full semantics).
  *   dtype:  0 = fp16, 1 = bf16 (Q, K, V, O)
  *   dense (cu_seqlens_q == NULL): q, o [batch][seqlen_q][heads_q][head_dim]; k, v [batch][seqlen_k][heads_kv][head_dim]

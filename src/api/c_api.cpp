@@ -4,6 +4,9 @@
 #include <cstring>
 
 #include "fmha/fwd.h"
+#include "fmha/version.h"
+
+extern "C" const char* fmha_version(void) { return fmha::version(); }
 
 static int fwd_contiguous_impl(int dtype, int batch, int heads_q, int heads_kv, int head_dim, int seqlen_q,
                                    int seqlen_k, const int* cu_seqlens_q, const int* cu_seqlens_k, int total_q,
