@@ -96,8 +96,11 @@ void set_contiguous_strides(FwdParams& p);
 Status fwd_validate(const FwdParams& p);
 
 /// Runs forward attention on `stream` (asynchronous). Errors: those of fwd_validate; kNotBuilt when the kernel for
-/// (dtype, head dim tile) is not in this build's kernel set; kNotSupported when the current device is not sm_90;
-/// kCudaError with the failing call when a launch fails.
+/// (dtype, head dim tile) is not in this build's kernel set; kNotSupported when the current device is not sm_90,
+/// and also when there is no GPU at all (no device, or no driver new enough for CUDA 13): the message then starts
+/// "device: expected a CUDA GPU of compute capability 9.x …" and quotes cudaGetDevice's error; kInvalidArgument
+/// when a pointer is not device-accessible (a host pointer); kCudaError with the failing call when another CUDA
+/// call or the launch fails. Everything else in this header needs no GPU.
 Status fwd(const FwdParams& p, cudaStream_t stream = nullptr);
 
 /// The forward kernel variants of the manifest, one line each: "<name> (built)" or "<name> (not built)", where

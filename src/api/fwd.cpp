@@ -229,7 +229,14 @@ Status check_device_pointer(const char* name, const void* ptr) {
 Status fwd(const FwdParams& params, cudaStream_t stream) {
   if (Status s = fwd_validate(params); !s) return s;
   int device = 0, major = 0, sms = 0;
-  if (Status s = detail::cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !s) return s;
+  if (const cudaError_t e = cudaGetDevice(&device); e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
+    cudaGetLastError();  // leave no error behind
+    return Status::unsupported(std::string("device: expected a CUDA GPU of compute capability 9.x (sm_90a) and a "
+                                           "driver for CUDA 13, got none (cudaGetDevice: ") +
+                               cudaGetErrorString(e) + ")");
+  } else if (Status s = detail::cuda_status(e, "cudaGetDevice"); !s) {
+    return s;
+  }
   if (Status s = detail::cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
                                      "cudaDeviceGetAttribute(compute capability)"); !s)
     return s;

@@ -2,11 +2,14 @@
 // actual value), schedule heuristics, kernel names, the manifest listing and the C entry point. No GPU needed.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
 #include <string>
 #include <utility>
 
 #include "fmha/c_api.h"
 #include "fmha/fwd.h"
+#include "fmha/version.h"
 #include "kernels/fwd_tiles.h"
 
 namespace {
@@ -219,13 +222,34 @@ TEST(ApiFwd, ManifestListsEveryForwardUnit) {
 }
 
 TEST(ApiFwd, LaunchWithoutGpuFailsCleanly) {
-  // On a machine without a usable GPU fwd reports a CUDA error or "not supported"; with one it runs (the buffers
-  // here are host memory, so only check that a failure, if any, carries a message).
   fmha::FwdParams p = valid();
   p.heads_kv = 3;  // invalid: must be rejected before any CUDA call, GPU or not
   fmha::Status s = fmha::fwd(p);
   EXPECT_EQ(s.code(), fmha::StatusCode::kInvalidArgument);
   EXPECT_FALSE(s.message().empty());
+  // A valid problem on host buffers: without a GPU (or driver) "not supported" naming the device; with a GPU the
+  // host pointer is refused before any launch.
+  s = fmha::fwd(valid());
+  int devices = 0;
+  const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  cudaGetLastError();
+  if (gpu) {
+    EXPECT_EQ(s.code(), fmha::StatusCode::kInvalidArgument) << s.message();
+    EXPECT_EQ(s.message(), "q: expected device-accessible memory, got a host pointer");
+  } else {
+    EXPECT_EQ(s.code(), fmha::StatusCode::kNotSupported) << s.message();
+    EXPECT_EQ(s.message().rfind("device: expected a CUDA GPU of compute capability 9.x", 0), 0u) << s.message();
+    EXPECT_NE(s.message().find("cudaGetDevice: "), std::string::npos) << s.message();
+  }
+}
+
+TEST(ApiFwd, VersionMatchesTheHeader) {
+  const std::string header = std::to_string(FMHA_VERSION_MAJOR) + "." + std::to_string(FMHA_VERSION_MINOR) + "." +
+                             std::to_string(FMHA_VERSION_PATCH);
+  EXPECT_EQ(fmha::version(), header);
+  EXPECT_STREQ(fmha_version(), fmha::version());
+  EXPECT_EQ(fmha::version_number(), FMHA_VERSION);
+  EXPECT_EQ(FMHA_VERSION, FMHA_VERSION_MAJOR * 10000 + FMHA_VERSION_MINOR * 100 + FMHA_VERSION_PATCH);
 }
 
 TEST(ApiFwd, CEntryPointReportsErrors) {

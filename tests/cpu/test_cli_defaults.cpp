@@ -1,4 +1,4 @@
-// CLI core: problem defaults derivation (spec §2.1, §2.5) and FLOP formulas (tools/cli/common/problem.h).
+// CLI core: problem defaults derivation (docs/seed.md §2.1, §2.5) and FLOP formulas (tools/cli/common/problem.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -226,7 +226,7 @@ TEST(CliDefaults, HeadsMustDivide) {
   FwdProblemInput in;
   in.h = 8;
   in.h_k = 3;
-  EXPECT_EQ(derive_error(in), "--h_k: expected a divisor of h=8, got 3");
+  EXPECT_EQ(derive_error(in), "--h_k: expected a divisor of --h=8, got 3");
   in.h_k = 2;
   EXPECT_EQ(derive_ok(in).h_k, 2);
 }
@@ -364,6 +364,18 @@ TEST(CliDefaults, FlopFormulas) {
   EXPECT_DOUBLE_EQ(tflops_per_s(1e12, 1000.0), 1.0);
   EXPECT_DOUBLE_EQ(tbytes_per_s(2e12, 500.0), 4.0);
   EXPECT_TRUE(std::isinf(tflops_per_s(1e12, 0.0)));  // --iterations=0 prints inf, as the seed does
+}
+
+TEST(CliProblem, LibraryMessagesUseOptionNames) {
+  EXPECT_EQ(with_option_names("heads_q % heads_kv: expected 0, got 3 (heads_q=9, heads_kv=6)"),
+            "--h % --h_k: expected 0, got 3 (--h=9, --h_k=6)");
+  EXPECT_EQ(with_option_names("head_dim: expected ≤ 128, got 136"), "--d: expected ≤ 128, got 136");
+  EXPECT_EQ(with_option_names("batch × heads_q × ceil(seqlen_q / 192): expected ≤ 2^30 work tiles, got 7"),
+            "--b × --h × ceil(--q / 192): expected ≤ 2^30 work tiles, got 7");
+  // Whole words only: other identifiers, and names that merely contain a field name, stay.
+  EXPECT_EQ(with_option_names("q_row_stride: expected a positive multiple of 8, got 4 (total_q=5, head_dims)"),
+            "q_row_stride: expected a positive multiple of 8, got 4 (total_q=5, head_dims)");
+  EXPECT_EQ(with_option_names("seqlen_k: expected ≥ 0; softmax_scale; sm_count"), "--k: expected ≥ 0; --scale; --sm-count");
 }
 
 }  // namespace

@@ -128,6 +128,27 @@ TEST(CliDriver, JsonWrittenOncePerProcess) {
   EXPECT_EQ(run(tool, {"--json=a.json,b.json"}).rc, kExitUsage);
 }
 
+TEST(CliDriver, WarningsPrintOnceBeforeTheGpuCheck) {
+  FakeTool tool(false);
+  tool.spec.warnings = [](const ParsedOptions& o) {
+    return std::vector<std::string>{"note for every run", "d is " + std::to_string(*o.find_int("d"))};
+  };
+  Outcome r = run(tool, {"--d=64,128"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  const std::string once = "Warning: note for every run\n";
+  ASSERT_NE(r.err.find(once), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(once, r.err.find(once) + 1), std::string::npos) << "printed twice:\n" << r.err;
+  EXPECT_NE(r.err.find("Warning: d is 64\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Warning: d is 128\n"), std::string::npos) << r.err;
+  if (gpu_available(nullptr)) return;
+  FakeTool gpu_tool(true);  // without a GPU the warnings still come, ahead of the no-GPU message
+  gpu_tool.spec.warnings = tool.spec.warnings;
+  r = run(gpu_tool, {"--d=64"});
+  EXPECT_EQ(r.rc, kExitSkipped);
+  EXPECT_EQ(r.err.rfind("Warning: note for every run\n", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("no CUDA GPU: "), std::string::npos) << r.err;
+}
+
 TEST(CliDriver, TooManyRunsRefused) {
   FakeTool tool(false);
   tool.spec.max_runs = 3;

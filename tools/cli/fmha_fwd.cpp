@@ -1,4 +1,4 @@
-// fmha_fwd: forward (context / prefill) attention on Hopper, with the seed's options (spec §2.1), --dtype and
+// fmha_fwd: forward (context / prefill) attention on Hopper, with the seed's options (docs/seed.md §2.1), --dtype and
 // --json. Runs the kernel on generated inputs, optionally verifies against the CPU reference, reports TFLOPS/s.
 #include <cstdio>
 #include <iostream>
@@ -15,7 +15,7 @@ namespace {
 
 fmha::DType parse_dtype(const std::string& s) { return s == "fp16" ? fmha::DType::kFP16 : fmha::DType::kBF16; }
 
-/// The case of one run: the derived problem (spec §2.1) plus this tool's options. Throws std::runtime_error with
+/// The case of one run: the derived problem (docs/seed.md §2.1) plus this tool's options. Throws std::runtime_error with
 /// the derivation's message when the problem is inconsistent.
 fmha::testing::FwdCase case_from(const ParsedOptions& o, FwdProblemArgs* args_out) {
   FwdProblemResult pr = derive_fwd_problem(problem_input_from(o), ProblemDefaults::forward());
@@ -46,16 +46,25 @@ fmha::FwdParams probe_params(const fmha::testing::FwdCase& c) {
   return fmha::testing::make_fwd_params(c, dummy, dummy, dummy, dummy, nullptr, cu, cu);
 }
 
-/// ToolSpec::check: the problem derivation and the library's validation, before any GPU work.
+/// ToolSpec::check: the problem derivation and the library's validation, before any GPU work. Any problem the
+/// library refuses (an invalid argument, or a head dim or dtype it has no kernel for, e.g. --d=136) is a usage
+/// error, with the library's field names replaced by the option names.
 std::string check_fwd(const ParsedOptions& o) {
   if (o.flag("list-kernels")) return "";
   try {
     const fmha::Status s = fmha::fwd_validate(probe_params(case_from(o, nullptr)));
-    if (s.code() == fmha::StatusCode::kInvalidArgument) return s.message();
+    if (!s) return with_option_names(s.message());
   } catch (const std::exception& e) {
     return e.what();
   }
-  return "";  // unsupported (head dim, dtype) is reported per run as [NSUP]
+  return "";
+}
+
+/// ToolSpec::warnings: the problem derivation's notes (e.g. a --varlen-q list given without --varlen).
+std::vector<std::string> warn_fwd(const ParsedOptions& o) {
+  if (o.flag("list-kernels")) return {};
+  FwdProblemResult pr = derive_fwd_problem(problem_input_from(o), ProblemDefaults::forward());
+  return pr.ok() ? pr.args.warnings : std::vector<std::string>{};
 }
 
 void run_fwd(const ParsedOptions& o, Reporter& rep) {
@@ -64,8 +73,7 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
     return;
   }
   FwdProblemArgs a;
-  fmha::testing::FwdCase c = case_from(o, &a);
-  for (const auto& w : a.warnings) rep.warn(w);
+  fmha::testing::FwdCase c = case_from(o, &a);  // its warnings were printed before the GPU check (warn_fwd)
   c.warmup = o.get_int("warmup_iterations");
   c.iterations = o.get_int("iterations");
   c.ring_sets = o.get_int("tensor_ring_buffers");
@@ -136,7 +144,10 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
 
 int main(int argc, char** argv) {
   OptionTable t("fmha_fwd", "Forward (context / prefill) attention on Hopper: O = softmax(scale·mask(Q·Kᵀ))·V and LSE.");
-  add_problem_options(t);
+  ProblemOptionSet problem;
+  problem.head_dim_help = "Head dim of Q, K and V: a multiple of 8 from 8 to 128 (32, 64 and 128 have their own "
+                          "tiles; other values run on the next larger one with the tail predicated).";
+  add_problem_options(t, problem);
   add_common_options(t);
   t.add_string("dtype", "Element type of Q, K, V and O.", std::string("bf16")).one_of({"fp16", "bf16"});
   t.add_flag("persistent", "Use the persistent tile scheduler (grid = SMs); same as --scheduler=persistent.");
@@ -145,7 +156,7 @@ int main(int argc, char** argv) {
   t.add_string("pingpong", "Inter-warpgroup ping-pong of the consumer warpgroups: auto, on or off.",
                std::string("auto")).one_of({"auto", "on", "off"});
   t.add_float("scale", "Softmax scale; 0 means 1/sqrt(d).", 0.0).at_least(0.0);
-  t.add_string("tolerance", "Verification rule: seed (the fixed thresholds of spec §6) or scaled (docs/numerics.md).",
+  t.add_string("tolerance", "Verification rule: seed (the fixed thresholds of docs/seed.md §6) or scaled (docs/numerics.md).",
                std::string("seed")).one_of({"seed", "scaled"});
   t.add_int("verify-rows", "Rows per batch entry and head checked by --verify (the last ones); 0 = all.", 0)
       .at_least(0);
@@ -154,5 +165,6 @@ int main(int argc, char** argv) {
   spec.options = &t;
   spec.run = run_fwd;
   spec.check = check_fwd;
+  spec.warnings = warn_fwd;
   return run_tool(argc, argv, spec);
 }

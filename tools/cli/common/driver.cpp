@@ -1,6 +1,7 @@
 // fmha CLI core: shared main loop (see driver.h).
 #include "common/driver.h"
 
+#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <optional>
@@ -74,6 +75,17 @@ int run_tool(const std::string& program, const std::vector<std::string>& args, c
       if (!why.empty()) {
         err << "Error: " << why << "\n";
         return kExitUsage;
+      }
+    }
+  }
+
+  if (tool.warnings) {
+    std::vector<std::string> printed;
+    for (const auto& p : parsed) {
+      for (const std::string& w : tool.warnings(p)) {
+        if (std::find(printed.begin(), printed.end(), w) != printed.end()) continue;
+        err << "Warning: " << w << "\n";
+        printed.push_back(w);
       }
     }
   }

@@ -6,6 +6,7 @@
 //      process exits kExitUsage (2) before anything runs;
 //   3. --help (in any run): print the table's help to `out`, exit 0;
 //   3b. ToolSpec::check, when set, validates each run's problem (no GPU needed); a failure exits kExitUsage;
+//       ToolSpec::warnings, when set, prints each run's warnings ("Warning: <message>", each distinct one once);
 //   4. if any run needs the GPU (ToolSpec::needs_gpu; by default every run except --list-kernels ones), apply the
 //      no-GPU policy: "no CUDA GPU: <reason>" and exit 77;
 //   5. for each run: Reporter::begin_run (repro args, --verbose), then ToolSpec::run; an exception escaping it is
@@ -36,6 +37,10 @@ struct ToolSpec {
   /// Optional problem check run for every run before the GPU check (no GPU needed): returns "" when the run's
   /// problem is valid, else the message; any message ends the process with kExitUsage before anything runs.
   std::function<std::string(const ParsedOptions& options)> check;
+  /// Optional notes on a run's command line (e.g. "--varlen-q is ignored without --varlen"), printed to stderr as
+  /// "Warning: <message>" before the GPU check, so that they show on any machine; a message repeated by several
+  /// runs of a comma list prints once.
+  std::function<std::vector<std::string>(const ParsedOptions& options)> warnings;
   /// Whether a run needs the GPU; default: true unless it has --list-kernels.
   std::function<bool(const ParsedOptions& options)> needs_gpu;
   /// Whether the --verbose line prints the time in microseconds ("t=<x> us", MLA decode) instead of ms.

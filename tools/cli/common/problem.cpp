@@ -1,13 +1,14 @@
-// fmha CLI core: problem defaults derivation (spec §2.1, §2.5) and FLOP formulas (spec §7). See problem.h.
+// fmha CLI core: problem defaults derivation (docs/seed.md §2.1, §2.5) and FLOP formulas (docs/seed.md §7). See problem.h.
 #include "common/problem.h"
 
-#include "reference/flops.h"
-
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "common/init.h"
+#include "reference/flops.h"
 
 namespace fmha::cli {
 
@@ -113,11 +114,11 @@ FwdProblemResult derive_fwd_problem(const FwdProblemInput& in, const ProblemDefa
     return r;
   }
   if (p.h % p.h_k != 0) {
-    r.error = "--h_k: expected a divisor of h=" + std::to_string(p.h) + ", got " + std::to_string(p.h_k);
+    r.error = "--h_k: expected a divisor of --h=" + std::to_string(p.h) + ", got " + std::to_string(p.h_k);
     return r;
   }
 
-  // Sequence lengths and batch: steps 1-5 of spec §2.1.
+  // Sequence lengths and batch: steps 1-5 of docs/seed.md §2.1.
   std::optional<int> b = in.b, q = in.q, k = in.k;
   if (b && *b < 1) {
     r.error = at_least_msg("b", 1, *b);
@@ -194,7 +195,7 @@ FwdProblemResult derive_fwd_problem(const FwdProblemInput& in, const ProblemDefa
 
 void add_problem_options(OptionTable& t, const ProblemOptionSet& set) {
   const bool bwd = set.family == ProblemFamily::kBackward;
-  if (set.head_dim) t.add_int("d", "Head dim of Q and K.", 128).at_least(1);
+  if (set.head_dim) t.add_int("d", set.head_dim_help, 128).at_least(1);
   if (set.d_vo) t.add_int("d_vo", "Head dim of V and O.").at_least(1).default_text_is("= d");
   t.add_int("h", "Query heads.").at_least(1).default_text_is("2048/d");
   t.add_int("h_k", "K/V heads (GQA/MQA); must divide h.").at_least(1).default_text_is("= h");
@@ -220,6 +221,30 @@ void add_problem_options(OptionTable& t, const ProblemOptionSet& set) {
     t.add_string("causal-type", "Causal diagonal: qbegin (top-left) or qend (bottom-right).", "qbegin",
                  {"qbegin", "qend"});
   }
+}
+
+std::string with_option_names(const std::string& m) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"batch", "--b"},       {"heads_q", "--h"},    {"heads_kv", "--h_k"},          {"head_dim", "--d"},
+      {"head_dim_v", "--d_vo"}, {"seqlen_q", "--q"}, {"seqlen_k", "--k"},            {"softmax_scale", "--scale"},
+      {"sm_count", "--sm-count"}};
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (size_t i = 0; i < m.size();) {
+    if (!word_char(m[i])) {
+      out += m[i++];
+      continue;
+    }
+    size_t j = i;
+    while (j < m.size() && word_char(m[j])) ++j;
+    const std::string word = m.substr(i, j - i);
+    const char* option = nullptr;
+    for (const auto& [field, opt] : kNames)
+      if (word == field) option = opt;
+    out += option ? option : word;
+    i = j;
+  }
+  return out;
 }
 
 FwdProblemInput problem_input_from(const ParsedOptions& o) {

@@ -1,5 +1,5 @@
 // fmha CLI core: problem-shape options and their default derivation for the forward-style tools (fmha_fwd,
-// mla_fwd) and the backward tool (fmha_bwd), exactly as spec §2.1 / §2.5, plus the FLOP formulas of spec §7.
+// mla_fwd) and the backward tool (fmha_bwd), exactly as docs/seed.md §2.1 / §2.5, plus the FLOP formulas of docs/seed.md §7.
 //
 // The derivation is a pure function of a plain input struct so it can be unit-tested without a command line;
 // problem_input_from() fills that struct from a ParsedOptions.
@@ -33,8 +33,8 @@ struct ProblemDefaults {
   /// platform.
   uint64_t varlen_seed = 0x5eed0b3d2024ull;
 
-  static ProblemDefaults forward();   ///< spec §2.1
-  static ProblemDefaults backward();  ///< spec §2.5
+  static ProblemDefaults forward();   ///< docs/seed.md §2.1
+  static ProblemDefaults backward();  ///< docs/seed.md §2.5
 };
 
 /// What the user gave; nullopt / empty = not given. Lists are only used when `varlen` is true (as in the seed).
@@ -83,7 +83,7 @@ struct FwdProblemResult {
   bool ok() const { return error.empty(); }
 };
 
-/// Derives b, h, h_k, d, d_v, per-batch lengths, mask and alignment (spec §2.1, backward variant §2.5):
+/// Derives b, h, h_k, d, d_v, per-batch lengths, mask and alignment (docs/seed.md §2.1, backward variant §2.5):
 ///  1. with --varlen, apply the lists: a list and its scalar (--q / --k) together is an error; the list sets b when
 ///     b is unset, otherwise its length must equal b; the scalar becomes the list's sum;
 ///  2. q unset → q = k;  3. k unset → k = q;  4. both unset → q = k = fallback_seqlen;
@@ -101,6 +101,8 @@ struct ProblemOptionSet {
   bool head_dim = true;     ///< --d (mla_fwd declares its own --d/--dl/--dr instead)
   bool d_vo = false;        ///< --d_vo (backward)
   bool causal_type = true;  ///< --causal-type (the backward has none: always q-begin)
+  /// Help text of --d: the tool states the head dims its kernels take.
+  std::string head_dim_help = "Head dim of Q and K.";
 };
 
 /// Declares --d, --d_vo, --h, --h_k, --q, --k, --b, --varlen, --varlen-q, --varlen-k, --mask, --causal-type with
@@ -108,14 +110,21 @@ struct ProblemOptionSet {
 /// q, k, list elements ≥ 0).
 void add_problem_options(OptionTable& table, const ProblemOptionSet& set = {});
 
+/// A library message (fmha::Status::message(), which names FwdParams fields) rewritten in the command line's terms:
+/// every whole-word field name with a problem option is replaced by that option, e.g.
+/// "heads_q % heads_kv: expected 0, got 3 (heads_q=9, heads_kv=6)" → "--h % --h_k: expected 0, got 3 (--h=9,
+/// --h_k=6)". Names: batch --b, heads_q --h, heads_kv --h_k, head_dim --d, head_dim_v --d_vo, seqlen_q --q,
+/// seqlen_k --k, softmax_scale --scale, sm_count --sm-count. Other words are left as they are.
+std::string with_option_names(const std::string& library_message);
+
 /// Reads whichever of the add_problem_options names the table declares into a FwdProblemInput.
 FwdProblemInput problem_input_from(const ParsedOptions& options);
 
-/// Forward FLOPs (spec §7): 4 · Σ_b(Sq_b·Sk_b) · d · h, halved for a causal mask (either alignment).
+/// Forward FLOPs (docs/seed.md §7): 4 · Σ_b(Sq_b·Sk_b) · d · h, halved for a causal mask (either alignment).
 double fwd_flops(const FwdProblemArgs& p);
-/// MLA prefill FLOPs (spec §7): 2 · Σ_b(Sq_b·Sk_b) · h · c · ((dl + dr) + dl), c = 0.5 for causal.
+/// MLA prefill FLOPs (docs/seed.md §7): 2 · Σ_b(Sq_b·Sk_b) · h · c · ((dl + dr) + dl), c = 0.5 for causal.
 double mla_fwd_flops(const FwdProblemArgs& p, int dl, int dr);
-/// Backward FLOPs (spec §7): 2 · c · Sq · Sk · (3·d + 2·d_v) · h · b with c = 0.5 for causal; Sq/Sk are the
+/// Backward FLOPs (docs/seed.md §7): 2 · c · Sq · Sk · (3·d + 2·d_v) · h · b with c = 0.5 for causal; Sq/Sk are the
 /// per-batch lengths, or for varlen the maximum lengths (the seed's accounting, kept for comparable numbers).
 double bwd_flops(const FwdProblemArgs& p);
 /// Throughput in TFLOP/s of `flops` done in `time_ms` milliseconds (inf/nan for time 0, as the seed prints).
