@@ -1,23 +1,30 @@
 #!/usr/bin/env python3
-"""Forward attention benchmark: fmha against PyTorch SDPA (cuDNN and FlashAttention-2 backends), side by side.
+"""Forward attention benchmark: fmha against cuDNN and FlashAttention-2 (PyTorch SDPA backends) and, where it is
+built, FlashAttention-3 (its own `flash_attn_interface`), side by side.
 
 One process, the same inputs for every backend, CUDA-event timing: the backends take turns loop by loop in a new
 random order every round (so thermal and clock drift, and the clock left by the previous backend, hit all alike),
 each loop lasts about 20 ms after an untimed 5 ms pre-roll of the same backend, and each backend reports the median
 over its loops after a warm-up.
-Shapes follow shared/perf/h200-anchors.md: total tokens 16k (batch = 16384 / seqlen), heads = 2048 / d, dense BSHD.
-FLOPs = 4 · batch · heads · seqlen² · d, halved for causal (docs/numerics.md). Each fmha output is also compared
-with cuDNN's (max abs difference, reported as `err`).
+Shapes: total tokens 16k (batch = 16384 / seqlen), heads = 2048 / d, dense BSHD.
+FLOPs = 4 · batch · heads · seqlen² · d, halved for causal (docs/numerics.md). Each fmha output (and FA3's) is also
+compared with cuDNN's (max abs difference, reported as `err`).
 
 Usage: python3 bench/bench_fwd.py --lib build/lib/libfmha_c.so [--json out.json] [--dtypes bf16,fp16]
-       [--dims 64,128] [--seqlens 512,1024,2048,4096,8192,16384] [--causal 0,1] [--reps 15]
+       [--dims 64,128] [--seqlens 512,1024,2048,4096,8192,16384] [--causal 0,1] [--reps 15] [--fa3 DIR]
 `fmha` is the library's default schedule; --variants also times every explicit (scheduler, ping-pong) choice;
 --alt NAME=PATH (repeatable) also times another build of libfmha_c.so (an A/B of a kernel change) with its default
 schedule, interleaved with the rest and checked against cuDNN the same way.
+--fa3 DIR (default: $FMHA_FA3_DIR) times FlashAttention-3 from the build in DIR (DIR/hopper/flash_attn_interface.py)
+as the column `fa3`; without it a plain `import flash_attn_interface` is tried. FA3 is never required: where it does
+not import, one line `# FlashAttention-3: not available (reason)` is printed and the column is left out.
+Each row also names its fastest peer among cudnn, fa2 and fa3 (`best_peer`, `best_peer_tflops`) and gives fmha's
+ratio to it (`ratio_vs_best_peer`), to cuDNN (`ratio_vs_cudnn`) and to FA3 (`ratio_vs_fa3`, where FA3 ran).
 """
 import argparse
 import ctypes
 import json
+import os
 import random
 import statistics
 import sys
@@ -114,6 +121,103 @@ def time_interleaved(fns, reps, loop_ms, preroll_ms=0.0, seed=1234):
     return {n: statistics.median(t) for n, t in times.items()}, errors
 
 
+PEERS = ("cudnn", "fa2", "fa3")  # the other libraries fmha is compared with (row keys <name>_tflops)
+
+
+def load_fa3(fa3_dir=None):
+    """FlashAttention-3's `flash_attn_func`, from the build in `fa3_dir` (its folder `hopper/`, put first on
+    sys.path, must hold flash_attn_interface.py, and the module must come from there) or, with fa3_dir None or "",
+    from wherever a plain `import flash_attn_interface` finds it (PYTHONPATH, site-packages). Returns
+    (flash_attn_func, path of the module's file) on success and (None, reason) otherwise: a missing folder or file,
+    an import that fails in any way (a missing compiled extension, one built for another torch or CUDA, an error while
+    the module runs), a module imported earlier from elsewhere, or a module without flash_attn_func. Never raises; a
+    failed call leaves sys.path and sys.modules as they were."""
+    hopper, preloaded = None, "flash_attn_interface" in sys.modules
+    if fa3_dir:
+        hopper = os.path.abspath(os.path.join(fa3_dir, "hopper"))
+        if not os.path.isfile(os.path.join(hopper, "flash_attn_interface.py")):
+            return None, f"no {os.path.join(hopper, 'flash_attn_interface.py')}"
+        sys.path.insert(0, hopper)
+    try:
+        import flash_attn_interface
+        module_file = os.path.abspath(getattr(flash_attn_interface, "__file__", None) or "?")
+        if hopper and os.path.dirname(module_file) != hopper:
+            raise ImportError(f"flash_attn_interface was already imported from {module_file}")
+        fn = getattr(flash_attn_interface, "flash_attn_func", None)
+        if not callable(fn):
+            raise ImportError(f"{module_file} has no flash_attn_func")
+        return fn, module_file
+    except Exception as e:  # anything the import raises means: no FA3 here, and the benchmark goes on without it
+        if hopper and hopper in sys.path:
+            sys.path.remove(hopper)
+        if not preloaded:  # a module this call imported but cannot use (no flash_attn_func) is dropped again
+            sys.modules.pop("flash_attn_interface", None)
+        lines = str(e).strip().splitlines()
+        return None, f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+
+
+def fa3_call(flash_attn_func, q, k, v, causal):
+    """A function of no arguments that runs FlashAttention-3 (`flash_attn_func`, from load_fa3) once on the
+    benchmark's tensors as make_inputs makes them: q, k, v of shape (b, s, h, d), bf16 or fp16 — BSHD is FA3's own
+    layout, so no transpose — with the default softmax scale 1/sqrt(d) and causal or no mask (FA3's causal mask is
+    aligned bottom-right, which is top-left here since s_q = s_k). The function returns the output, (b, s, h, d) in
+    q's dtype (element 0 where flash_attn_func returns a tuple (out, lse), as some versions do), and raises
+    RuntimeError for any failure of the call (other exceptions are re-raised as RuntimeError with the original as
+    the cause), so that time_interleaved leaves FA3 out of a problem it does not take."""
+    def fn():
+        try:
+            out = flash_attn_func(q, k, v, softmax_scale=None, causal=causal)
+        except RuntimeError:
+            raise
+        except Exception as e:
+            raise RuntimeError(f"flash_attn_func: {type(e).__name__}: {e}") from e
+        return out[0] if isinstance(out, tuple) else out
+    return fn
+
+
+def peer_ratios(row, peers=PEERS):
+    """fmha against its peers in one result row (a dict with keys "<backend>_tflops"; a missing, None or zero value
+    means that backend did not run). Returns a dict with, where at least one peer ran, "best_peer" (the name of the
+    fastest peer in `peers`, the first in that order on a tie), "best_peer_tflops" and "ratio_vs_best_peer"
+    (fmha_tflops / best_peer_tflops), and "ratio_vs_<peer>" for cudnn and fa3 where they ran; a ratio is None where
+    fmha did not run. fmha itself, its --alt builds and --variants columns are never peers. Pure: no torch."""
+    ran = {p: row.get(p + "_tflops") for p in peers}
+    ran = {p: t for p, t in ran.items() if t}
+    fmha = row.get("fmha_tflops")
+    out = {}
+    if ran:
+        best = max(ran, key=ran.get)
+        out.update(best_peer=best, best_peer_tflops=ran[best], ratio_vs_best_peer=fmha / ran[best] if fmha else None)
+    for p in ("cudnn", "fa3"):
+        if p in ran:
+            out["ratio_vs_" + p] = fmha / ran[p] if fmha else None
+    return out
+
+
+def print_table(rows, variants=False):
+    """The closing table, one line per row: TFLOPS of every backend that has a column (the "<name>_ms" keys: fmha,
+    --alt, --variants, cudnn, fa2, fa3), then fmha / the best peer and that peer's name, fmha / cuDNN, fmha / FA3
+    (n/a where absent) and the max abs differences from cuDNN (err_*_vs_cudnn)."""
+    names = list(dict.fromkeys(k[:-3] for r in rows for k in r if k.endswith("_ms")))
+    errs = list(dict.fromkeys(k for r in rows for k in r if k.startswith("err") and k.endswith("_vs_cudnn")))
+    width = {n: max(5, len(n)) for n in names}
+    print("TFLOPS; fmha = the library's default schedule" +
+          ("; fmha_<i|p>_<pp|nopp> = individual/persistent scheduler, with/without ping-pong" if variants else "") +
+          "; best = the fastest of cudnn, fa2, fa3")
+    err_names = " ".join("fmha" if e == "err_vs_cudnn" else e[4:-9] for e in errs)
+    print(f"{'dtype':5} {'d':>3} {'causal':>6} {'seqlen':>6} | " + " ".join(f"{n:>{width[n]}}" for n in names) +
+          f" | {'fmha/best':>9} {'best':>5} {'fmha/cuDNN':>10} {'fmha/FA3':>8} | err vs cuDNN ({err_names})")
+
+    def num(x, w, fmt):
+        return f"{x:{w}{fmt}}" if isinstance(x, (int, float)) else f"{'n/a':>{w}}"
+    for r in rows:
+        print(f"{r['dtype']:5} {r['d']:3} {str(r['causal']):>6} {r['seqlen']:6} | " +
+              " ".join(num(r.get(n + "_tflops"), width[n], ".0f") for n in names) +
+              f" | {num(r.get('ratio_vs_best_peer'), 9, '.3f')} {r.get('best_peer') or 'n/a':>5}"
+              f" {num(r.get('ratio_vs_cudnn'), 10, '.3f')} {num(r.get('ratio_vs_fa3'), 8, '.3f')} | " +
+              " ".join(num(r.get(e), 8, ".2e") for e in errs))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", required=True)
@@ -131,6 +235,9 @@ def main():
                     help="also time every explicit schedule (scheduler × ping-pong) next to the library's choice")
     ap.add_argument("--alt", action="append", default=[], metavar="NAME=PATH",
                     help="also time the libfmha_c.so at PATH (default schedule) under the column NAME")
+    ap.add_argument("--fa3", metavar="DIR", default=os.environ.get("FMHA_FA3_DIR") or None,
+                    help="also time FlashAttention-3 built in DIR (DIR/hopper/flash_attn_interface.py) as the column "
+                         "fa3 (default: $FMHA_FA3_DIR; without either, a plain `import flash_attn_interface` is tried)")
     args = ap.parse_args()
 
     fmha = load_fmha(args.lib)
@@ -143,6 +250,10 @@ def main():
     dev = torch.cuda.get_device_name()
     rows = []
     print(f"# device: {dev}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}")
+    fa3_fn, fa3_info = load_fa3(args.fa3)
+    fa3_module = fa3_info if fa3_fn else None
+    print(f"# FlashAttention-3: {fa3_module}" if fa3_fn else f"# FlashAttention-3: not available ({fa3_info})",
+          flush=True)
     for dt_name in args.dtypes.split(","):
         for d in [int(x) for x in args.dims.split(",")]:
             for causal in [bool(int(x)) for x in args.causal.split(",")]:
@@ -177,6 +288,12 @@ def main():
                                      for pi, pn in ((2, "pp"), (1, "nopp"))]
                     fns = dict(variants + [("cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
                                            ("fa2", sdpa(SDPBackend.FLASH_ATTENTION))])
+                    if fa3_fn:
+                        fns["fa3"] = fa3_call(fa3_fn, q, k, v, causal)
+                        try:
+                            row["err_fa3_vs_cudnn"] = (fns["fa3"]().float() - ref.float()).abs().max().item()
+                        except RuntimeError:  # the warm-up in time_interleaved records the message as fa3_error
+                            row["err_fa3_vs_cudnn"] = None
                     seed = zlib.crc32(f"{dt_name} {d} {causal} {s}".encode())
                     medians, errors = time_interleaved(fns, args.reps, args.loop_ms, args.preroll_ms, seed)
                     for name in fns:
@@ -185,28 +302,22 @@ def main():
                         row[name + "_tflops"] = flops / (ms * 1e-3) / 1e12 if ms else None
                         if name in errors:
                             row[name + "_error"] = errors[name]
-                    if row.get("cudnn_tflops"):
-                        row["ratio_vs_cudnn"] = row["fmha_tflops"] / row["cudnn_tflops"]
+                    row.update(peer_ratios(row))
 
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                     del q, k, v, o, lse, ref
     if args.json:
         with open(args.json, "w") as f:
+            # fa3: the --fa3 / $FMHA_FA3_DIR folder FA3 came from (the module's folder where a plain import found
+            # it), null where it did not run; fa3_module: its flash_attn_interface.py; fa3_unavailable: why not
+            fa3_src = (args.fa3 or os.path.dirname(fa3_module)) if fa3_fn else None
             json.dump({"device": dev, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+                       "fa3": fa3_src, "fa3_module": fa3_module, "fa3_unavailable": None if fa3_fn else fa3_info,
                        "command": " ".join(sys.argv), "rows": rows}, f, indent=1)
     print()
-    names = [k[:-7] for k in rows[0] if k.endswith("_tflops")] if rows else []
-    print("TFLOPS; fmha = the library's default schedule" +
-          ("; fmha_<i|p>_<pp|nopp> = individual/persistent scheduler, with/without ping-pong" if args.variants else ""))
-    print(f"{'dtype':5} {'d':>4} {'causal':>6} {'seqlen':>6} | " + " ".join(f"{n[:13]:>13}" for n in names) +
-          f" | {'fmha/cuDNN':>10} | err")
-    for r in rows:
-        f = lambda x: f"{x:13.0f}" if x else f"{'n/a':>13}"
-        print(f"{r['dtype']:5} {r['d']:4} {str(r['causal']):>6} {r['seqlen']:6} | " +
-              " ".join(f(r[n + '_tflops']) for n in names) +
-              f" | {r.get('ratio_vs_cudnn', 0):10.3f} | " +
-              " ".join(f"{v:.2e}" for k, v in r.items() if k.startswith("err") and k.endswith("vs_cudnn")))
+    print_table(rows, args.variants)
+
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU job, on a machine with a Hopper GPU: builds the `full` kernel set unless BUILD_DIR already holds a build,
 # runs the gpu test suite (GoogleTest cases and the seed's CLI matrix), compute-sanitizer on a smoke subset, and
-# the forward benchmark against cuDNN / FlashAttention-2 (needs PyTorch with cuDNN), then prints a compact summary
+# the forward benchmark against cuDNN / FlashAttention-2 / FlashAttention-3 (needs PyTorch with cuDNN; FA3 where
+# FMHA_FA3_DIR names a build), then prints a compact summary
 # table. Exits non-zero when any step failed, 77 without a GPU (nvidia-smi -L fails).
 #
 #   scripts/gpu_check.sh [BUILD_DIR] [OUT_DIR] [STEPS]
@@ -9,7 +10,8 @@
 # BUILD_DIR default build; OUT_DIR default gpu-results (logs and JSON land there);
 # STEPS: comma list of tests,cli,sanitizer,bench,profile (default: all but profile). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
 # FMHA_GTEST_FILTER restricts the GoogleTest cases (default all); FMHA_PROFILE_ARGS picks the profiled problem
-# (fmha_fwd options). FMHA_GPU_PACK=1 packs everything written under
+# (fmha_fwd options). FMHA_FA3_DIR names a FlashAttention-3 build for the benchmark (bench_fwd.py --fa3; waited
+# for while it still compiles). FMHA_GPU_PACK=1 packs everything written under
 # OUT_DIR into OUT_DIR/gpu_check.tgz at the end (the device tool brings back at most 8 files per call).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,10 +40,19 @@ if [[ $steps == *,tests,* ]]; then
   "$build/tests/fmha_gpu_tests" --gtest_color=no --gtest_output="json:$out/gpu_tests.json" \
     --gtest_filter="${FMHA_GTEST_FILTER:-*}" > "$out/gpu_tests.log" 2>&1 || failed=1
   summary+=("gtest gpu:   $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]|^\[  SKIPPED \] [0-9]' "$out/gpu_tests.log" | tr '\n' ' ')")
+  # The GPU tests skip only when no usable Hopper GPU is found: here, on a GPU machine, a skip is a failure (it
+  # would otherwise read as a pass, e.g. on a GPU of another architecture).
+  skipped=$(sed -nE 's/^\[  SKIPPED \] ([0-9]+) tests?, listed below:$/\1/p' "$out/gpu_tests.log")
+  if [ "${skipped:-0}" -gt 0 ]; then
+    failed=1
+    summary+=("gtest gpu:   FAILED: $skipped tests skipped ($(grep -m1 -o 'skipped: .*' "$out/gpu_tests.log"))")
+  fi
 fi
 if [[ $steps == *,cli,* ]]; then
   (cd "$build" && ctest -L gpu -R '^cli_' -j 4 --output-on-failure) > "$out/cli_tests.log" 2>&1 || failed=1
-  summary+=("cli matrix:  $(grep -E 'tests passed' "$out/cli_tests.log")")
+  skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*Skipped' "$out/cli_tests.log")
+  summary+=("cli matrix:  $(grep -E 'tests passed' "$out/cli_tests.log"), $skipped skipped")
+  if [ "$skipped" -gt 0 ]; then failed=1; summary+=("cli matrix:  FAILED: $skipped runs skipped (exit 77: no usable GPU)"); fi
 fi
 if [[ $steps == *,sanitizer,* ]]; then
   # Small cases that cover both tile schedulers, ping-pong on (d 128) and off (d 64), empty entries, a V tail,
@@ -70,6 +81,14 @@ if [[ $steps == *,sanitizer,* ]]; then
   done
 fi
 if [[ $steps == *,bench,* ]]; then
+  # FlashAttention-3, when FMHA_FA3_DIR names a build of it (bench_fwd.py times it there; without it the column is
+  # absent). A build still running in the background (it writes FMHA_FA3_DIR/build.rc when done) is waited for, up
+  # to FMHA_FA3_WAIT_S seconds (default 900): a compile beside the benchmark would disturb the clocks.
+  if [ -n "${FMHA_FA3_DIR:-}" ] && [ -d "$FMHA_FA3_DIR" ]; then
+    waited=0
+    while [ ! -f "$FMHA_FA3_DIR/build.rc" ] && [ "$waited" -lt "${FMHA_FA3_WAIT_S:-900}" ]; do sleep 5; waited=$((waited + 5)); done
+    summary+=("fa3 build:   rc=$(cat "$FMHA_FA3_DIR/build.rc" 2>/dev/null || echo 'not finished') (waited ${waited} s)")
+  fi
   # shellcheck disable=SC2086  # FMHA_BENCH_ARGS: extra bench_fwd.py arguments, word-split on purpose
   python3 "$root/bench/bench_fwd.py" --lib "$build/lib/libfmha_c.so" --json "$out/bench_fwd.json" ${FMHA_BENCH_ARGS:-} \
     > "$out/bench_fwd.log" 2>&1
@@ -80,7 +99,7 @@ fi
 if [[ $steps == *,profile,* ]]; then
   # One forward launch under Nsight Compute (FMHA_PROFILE_ARGS: the fmha_fwd problem options; default bf16, d 128,
   # 8k, non-causal, the default schedule): tensor-pipe and MUFU (exp2) utilisation, issue stalls. Clocks left alone
-  # (--clock-control none), as METHOD.md asks. The report is OUT/fwd_profile.ncu-rep.
+  # (--clock-control none): measure the card as found. The report is OUT/fwd_profile.ncu-rep.
   # shellcheck disable=SC2086  # FMHA_PROFILE_ARGS: fmha_fwd options, word-split on purpose
   ncu --clock-control none --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 --set full \
       --export "$out/fwd_profile" --force-overwrite \

@@ -10,6 +10,7 @@ build=${1:-$root/build}
 kernel_set=${FMHA_KERNEL_SET:-ci}
 jobs=${FMHA_JOBS:-$(nproc)}
 cutlass_version=4.2.0.0
+matplotlib_version=3.11.2  # bench/plot.py (the README's plot) and its CPU test
 cudatools_version=13.5.37  # cuobjdump + nvdisasm (PyPI), for scripts/check_sass.py; read sm_90a objects of nvcc 13.0
 deps=$root/.deps
 
@@ -58,7 +59,16 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$cudatools_version" ]; then
   echo "$cudatools_version" > "$stamp"
 fi
 
-# 4. Configure and build.
+# 4. matplotlib from PyPI (pinned, with its dependencies) into .deps/python, where bench/plot.py looks first.
+stamp=$deps/python/.version
+if [ "$(cat "$stamp" 2>/dev/null)" != "$matplotlib_version" ]; then
+  echo "setup: installing matplotlib==$matplotlib_version into $deps/python"
+  rm -rf "$deps/python"
+  python3 -m pip install -q --disable-pip-version-check --target "$deps/python" "matplotlib==$matplotlib_version"
+  echo "$matplotlib_version" > "$stamp"
+fi
+
+# 5. Configure and build.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFMHA_KERNEL_SET="$kernel_set" \
       -DCUTLASS_DIR="$deps/cutlass" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
       -DFMHA_CUOBJDUMP="$deps/pip-cudatools/nvidia/cu13/bin/cuobjdump"
