@@ -1,7 +1,9 @@
 // fmha: forward (context / prefill) attention on Hopper.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,12 +53,17 @@ enum class Toggle { kAuto, kOff, kOn };
 /// Errors raised while the kernel runs (after fwd returned) surface on `stream`, as for any CUDA launch.
 /// Dtypes: fp16 or bf16 for Q, K, V and O (O in the input type); fp32 accumulation.
 /// Head dim: any multiple of 8 up to 128; 32, 64 and 128 have their own tiles, others run on the next larger one.
+/// The head dim of V and O (head_dim_v) and the output dtype (out_dtype) are part of the interface for the
+/// families that need them (MLA prefill d_qk 192 / d_v 128, fp8 inputs with a 16-bit output); until a kernel
+/// exists for other values, only head_dim_v = head_dim and out_dtype = dtype are accepted (others: kNotSupported).
 struct FwdParams {
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;                ///< element type of Q, K and V
+  std::optional<DType> out_dtype;            ///< element type of O; empty = dtype
   int batch = 1;
   int heads_q = 1;
   int heads_kv = 1;
-  int head_dim = 128;
+  int head_dim = 128;  ///< head dim of Q and K
+  int head_dim_v = 0;  ///< head dim of V and O; 0 = head_dim
   int seqlen_q = 0;   ///< dense: query length of every entry; varlen: max over entries
   int seqlen_k = 0;   ///< dense: key length of every entry; varlen: max over entries
   const int* cu_seqlens_q = nullptr;  ///< device int[batch+1] or null (dense)
@@ -95,12 +102,21 @@ void set_contiguous_strides(FwdParams& p);
 /// versus actual value, or kNotSupported (dtype, head dim).
 Status fwd_validate(const FwdParams& p);
 
-/// Runs forward attention on `stream` (asynchronous). Errors: those of fwd_validate; kNotBuilt when the kernel for
+/// Bytes of workspace that fwd needs for `p` (Workspace in fmha/types.h): 0 for every forward problem today, so the
+/// caller may pass no workspace. Needs no GPU; never fails (for invalid params it returns what valid ones of the
+/// same shape would need).
+std::size_t fwd_workspace_size(const FwdParams& p);
+
+/// Runs forward attention on `stream` (asynchronous). Errors: those of fwd_validate; kInvalidArgument naming
+/// "workspace" when `workspace` is smaller than fwd_workspace_size(p) or misaligned; kNotBuilt when the kernel for
 /// (dtype, head dim tile) is not in this build's kernel set; kNotSupported when the current device is not sm_90,
 /// and also when there is no GPU at all (no device, or no driver new enough for CUDA 13): the message then starts
 /// "device: expected a CUDA GPU of compute capability 9.x …" and quotes cudaGetDevice's error; kInvalidArgument
 /// when a pointer is not device-accessible (a host pointer); kCudaError with the failing call when another CUDA
 /// call or the launch fails. Everything else in this header needs no GPU.
+Status fwd(const FwdParams& p, Workspace workspace, cudaStream_t stream = nullptr);
+
+/// fwd without a workspace, for the problems whose fwd_workspace_size is 0 (every forward problem today).
 Status fwd(const FwdParams& p, cudaStream_t stream = nullptr);
 
 /// The forward kernel variants of the manifest, one line each: "<name> (built)" or "<name> (not built)", where

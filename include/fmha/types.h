@@ -40,4 +40,18 @@ enum class CausalAlign {
 const char* to_string(MaskType m);
 const char* to_string(CausalAlign a);
 
+/// Alignment in bytes that every workspace pointer must have.
+constexpr std::size_t kWorkspaceAlignment = 256;
+
+/// Device memory that the caller lends one call of an operation (the `*_workspace_size(params)` functions say how
+/// many bytes it needs; 0 means none, and then `ptr` may be null). The library initialises whatever it uses in it
+/// on every call and keeps nothing in it between calls, so the same buffer may serve any later call on the same
+/// stream (and a CUDA graph may capture it). `ptr`: device memory, kWorkspaceAlignment-byte aligned; `bytes`: its
+/// size, at least what the size function returned for these params. A call whose workspace is too small or
+/// misaligned returns kInvalidArgument naming "workspace".
+struct Workspace {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+};
+
 }  // namespace fmha

@@ -1,51 +1,132 @@
-// C entry points (include/fmha/c_api.h).
+// C entry points (include/fmha/c_api.h): conversions of the C structs to the C++ API, with no C++ exception crossing
+// the C boundary.
 #include "fmha/c_api.h"
 
 #include <cstring>
+#include <string>
 
 #include "fmha/fwd.h"
 #include "fmha/version.h"
 
+namespace {
+
+void set_error(const fmha::Status& s, char* err, int err_len) {
+  if (s.is_ok() || err == nullptr || err_len <= 0) return;
+  std::strncpy(err, s.message().c_str(), size_t(err_len) - 1);
+  err[err_len - 1] = '\0';
+}
+
+/// Runs `body` (returning a Status), writes its message to err and returns its code; an exception (std::bad_alloc
+/// from a message string) becomes kInternalError.
+template <class Body>
+int guarded(const char* entry, char* err, int err_len, Body body) {
+  try {
+    const fmha::Status s = body();
+    set_error(s, err, err_len);
+    return static_cast<int>(s.code());
+  } catch (...) {
+    set_error(fmha::Status(fmha::StatusCode::kInternalError,
+                           std::string("internal error: exception in ") + entry),
+              err, err_len);
+    return static_cast<int>(fmha::StatusCode::kInternalError);
+  }
+}
+
+fmha::Status range(const char* name, int value, int lo, int hi, const char* meaning) {
+  if (value >= lo && value <= hi) return fmha::Status::ok();
+  return fmha::Status::invalid(std::string(name) + ": expected " + meaning + ", got " + std::to_string(value));
+}
+
+/// fmha_fwd_params → FwdParams: checks the version and the enum codes (the rest is fwd_validate's).
+fmha::Status from_c(const fmha_fwd_params* c, fmha::FwdParams* p) {
+  if (c == nullptr) return fmha::Status::invalid("params: expected a fmha_fwd_params, got NULL");
+  if (c->struct_size != sizeof(fmha_fwd_params))
+    return fmha::Status::invalid("struct_size: expected " + std::to_string(sizeof(fmha_fwd_params)) +
+                                 " (sizeof(fmha_fwd_params) of this library; call fmha_fwd_params_init), got " +
+                                 std::to_string(c->struct_size));
+  if (c->version != FMHA_FWD_PARAMS_VERSION)
+    return fmha::Status::invalid("version: expected " + std::to_string(FMHA_FWD_PARAMS_VERSION) + ", got " +
+                                 std::to_string(c->version));
+  for (const fmha::Status& s :
+       {range("dtype", c->dtype, 0, 1, "0 (fp16) or 1 (bf16)"),
+        range("out_dtype", c->out_dtype, -1, 1, "-1 (the input dtype), 0 (fp16) or 1 (bf16)"),
+        range("mask", c->mask, 0, 2, "0 (none), 1 (residual) or 2 (causal)"),
+        range("causal_align", c->causal_align, 0, 1, "0 (qbegin) or 1 (qend)"),
+        range("scheduler", c->scheduler, 0, 2, "0 (auto), 1 (individual) or 2 (persistent)"),
+        range("pingpong", c->pingpong, 0, 2, "0 (auto), 1 (off) or 2 (on)")})
+    if (!s) return s;
+  auto dtype = [](int code) { return code == 0 ? fmha::DType::kFP16 : fmha::DType::kBF16; };
+  p->dtype = dtype(c->dtype);
+  if (c->out_dtype >= 0) p->out_dtype = dtype(c->out_dtype);
+  p->batch = c->batch, p->heads_q = c->heads_q, p->heads_kv = c->heads_kv;
+  p->head_dim = c->head_dim, p->head_dim_v = c->head_dim_v;
+  p->seqlen_q = c->seqlen_q, p->seqlen_k = c->seqlen_k;
+  p->cu_seqlens_q = c->cu_seqlens_q, p->cu_seqlens_k = c->cu_seqlens_k;
+  p->total_q = c->total_q, p->total_k = c->total_k;
+  p->q = c->q, p->k = c->k, p->v = c->v, p->o = c->o, p->lse = c->lse;
+  p->q_row_stride = c->q_row_stride, p->q_head_stride = c->q_head_stride, p->q_batch_stride = c->q_batch_stride;
+  p->k_row_stride = c->k_row_stride, p->k_head_stride = c->k_head_stride, p->k_batch_stride = c->k_batch_stride;
+  p->v_row_stride = c->v_row_stride, p->v_head_stride = c->v_head_stride, p->v_batch_stride = c->v_batch_stride;
+  p->o_row_stride = c->o_row_stride, p->o_head_stride = c->o_head_stride, p->o_batch_stride = c->o_batch_stride;
+  p->mask = static_cast<fmha::MaskType>(c->mask);
+  p->causal_align = static_cast<fmha::CausalAlign>(c->causal_align);
+  p->softmax_scale = c->softmax_scale;
+  p->scheduler = static_cast<fmha::TileScheduler>(c->scheduler);
+  p->pingpong = static_cast<fmha::Toggle>(c->pingpong);
+  p->sm_count = c->sm_count;
+  return fmha::Status::ok();
+}
+
+}  // namespace
+
 extern "C" const char* fmha_version(void) { return fmha::version(); }
 
-static int fwd_contiguous_impl(int dtype, int batch, int heads_q, int heads_kv, int head_dim, int seqlen_q,
-                                   int seqlen_k, const int* cu_seqlens_q, const int* cu_seqlens_k, int total_q,
-                                   int total_k, const void* q, const void* k, const void* v, void* o, float* lse,
-                                   int mask, int causal_align, float softmax_scale, int scheduler, int pingpong,
-                                   void* stream,
-                                   char* err, int err_len) {
+extern "C" void fmha_fwd_params_init(fmha_fwd_params* c) {
+  if (c == nullptr) return;
+  std::memset(c, 0, sizeof *c);
+  const fmha::FwdParams d;  // the C++ defaults, so that the two stay one
+  c->struct_size = sizeof(fmha_fwd_params);
+  c->version = FMHA_FWD_PARAMS_VERSION;
+  c->dtype = d.dtype == fmha::DType::kFP16 ? 0 : 1;
+  c->out_dtype = -1;
+  c->batch = d.batch, c->heads_q = d.heads_q, c->heads_kv = d.heads_kv;
+  c->head_dim = d.head_dim, c->head_dim_v = d.head_dim_v;
+  c->mask = static_cast<int32_t>(d.mask);
+  c->causal_align = static_cast<int32_t>(d.causal_align);
+  c->softmax_scale = d.softmax_scale;
+  c->scheduler = static_cast<int32_t>(d.scheduler);
+  c->pingpong = static_cast<int32_t>(d.pingpong);
+  c->sm_count = d.sm_count;
+}
+
+extern "C" void fmha_fwd_params_set_contiguous_strides(fmha_fwd_params* c) {
+  if (c == nullptr) return;
   fmha::FwdParams p;
-  fmha::Status s;
-  if (dtype != 0 && dtype != 1) {
-    s = fmha::Status::invalid("dtype: expected 0 (fp16) or 1 (bf16), got " + std::to_string(dtype));
-  } else if (mask < 0 || mask > 2) {
-    s = fmha::Status::invalid("mask: expected 0 (none), 1 (residual) or 2 (causal), got " + std::to_string(mask));
-  } else if (causal_align < 0 || causal_align > 1) {
-    s = fmha::Status::invalid("causal_align: expected 0 (qbegin) or 1 (qend), got " + std::to_string(causal_align));
-  } else if (scheduler < 0 || scheduler > 2) {
-    s = fmha::Status::invalid("scheduler: expected 0 (auto), 1 (individual) or 2 (persistent), got " +
-                              std::to_string(scheduler));
-  } else if (pingpong < 0 || pingpong > 2) {
-    s = fmha::Status::invalid("pingpong: expected 0 (auto), 1 (off) or 2 (on), got " + std::to_string(pingpong));
-  } else {
-    p.dtype = dtype == 0 ? fmha::DType::kFP16 : fmha::DType::kBF16;
-    p.batch = batch, p.heads_q = heads_q, p.heads_kv = heads_kv, p.head_dim = head_dim;
-    p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k;
-    p.cu_seqlens_q = cu_seqlens_q, p.cu_seqlens_k = cu_seqlens_k, p.total_q = total_q, p.total_k = total_k;
-    p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse;
-    p.mask = static_cast<fmha::MaskType>(mask);
-    p.causal_align = static_cast<fmha::CausalAlign>(causal_align);
-    p.softmax_scale = softmax_scale;
-    p.scheduler = static_cast<fmha::TileScheduler>(scheduler);
-    p.pingpong = static_cast<fmha::Toggle>(pingpong);
-    fmha::set_contiguous_strides(p);
-    s = fmha::fwd(p, static_cast<cudaStream_t>(stream));
+  p.heads_q = c->heads_q, p.heads_kv = c->heads_kv, p.head_dim = c->head_dim;
+  p.seqlen_q = c->seqlen_q, p.seqlen_k = c->seqlen_k, p.cu_seqlens_q = c->cu_seqlens_q;
+  fmha::set_contiguous_strides(p);
+  c->q_row_stride = p.q_row_stride, c->q_head_stride = p.q_head_stride, c->q_batch_stride = p.q_batch_stride;
+  c->k_row_stride = p.k_row_stride, c->k_head_stride = p.k_head_stride, c->k_batch_stride = p.k_batch_stride;
+  c->v_row_stride = p.v_row_stride, c->v_head_stride = p.v_head_stride, c->v_batch_stride = p.v_batch_stride;
+  c->o_row_stride = p.o_row_stride, c->o_head_stride = p.o_head_stride, c->o_batch_stride = p.o_batch_stride;
+}
+
+extern "C" size_t fmha_fwd_workspace_size(const fmha_fwd_params* c) {
+  try {
+    fmha::FwdParams p;
+    return from_c(c, &p) ? fmha::fwd_workspace_size(p) : 0;
+  } catch (...) {
+    return 0;
   }
-  if (!s.is_ok() && err != nullptr && err_len > 0) {
-    std::strncpy(err, s.message().c_str(), size_t(err_len) - 1);
-    err[err_len - 1] = '\0';
-  }
-  return static_cast<int>(s.code());
+}
+
+extern "C" int fmha_fwd(const fmha_fwd_params* c, void* workspace, size_t workspace_bytes, void* stream, char* err,
+                        int err_len) {
+  return guarded("fmha_fwd", err, err_len, [&] {
+    fmha::FwdParams p;
+    if (fmha::Status s = from_c(c, &p); !s) return s;
+    return fmha::fwd(p, fmha::Workspace{workspace, workspace_bytes}, static_cast<cudaStream_t>(stream));
+  });
 }
 
 extern "C" int fmha_fwd_contiguous(int dtype, int batch, int heads_q, int heads_kv, int head_dim, int seqlen_q,
@@ -53,15 +134,14 @@ extern "C" int fmha_fwd_contiguous(int dtype, int batch, int heads_q, int heads_
                                    int total_k, const void* q, const void* k, const void* v, void* o, float* lse,
                                    int mask, int causal_align, float softmax_scale, int scheduler, int pingpong,
                                    void* stream, char* err, int err_len) {
-  try {  // no C++ exception (std::bad_alloc from a message string) may cross the C boundary
-    return fwd_contiguous_impl(dtype, batch, heads_q, heads_kv, head_dim, seqlen_q, seqlen_k, cu_seqlens_q,
-                               cu_seqlens_k, total_q, total_k, q, k, v, o, lse, mask, causal_align, softmax_scale,
-                               scheduler, pingpong, stream, err, err_len);
-  } catch (...) {
-    if (err != nullptr && err_len > 0) {
-      std::strncpy(err, "internal error: exception in fmha_fwd_contiguous", size_t(err_len) - 1);
-      err[err_len - 1] = '\0';
-    }
-    return static_cast<int>(fmha::StatusCode::kInternalError);
-  }
+  fmha_fwd_params c;
+  fmha_fwd_params_init(&c);
+  c.dtype = dtype, c.batch = batch, c.heads_q = heads_q, c.heads_kv = heads_kv, c.head_dim = head_dim;
+  c.seqlen_q = seqlen_q, c.seqlen_k = seqlen_k, c.cu_seqlens_q = cu_seqlens_q, c.cu_seqlens_k = cu_seqlens_k;
+  c.total_q = total_q, c.total_k = total_k;
+  c.q = q, c.k = k, c.v = v, c.o = o, c.lse = lse;
+  c.mask = mask, c.causal_align = causal_align, c.softmax_scale = softmax_scale;
+  c.scheduler = scheduler, c.pingpong = pingpong;
+  fmha_fwd_params_set_contiguous_strides(&c);
+  return fmha_fwd(&c, nullptr, 0, stream, err, err_len);
 }

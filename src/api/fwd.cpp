@@ -1,7 +1,6 @@
 // Forward attention API: argument validation, defaults, kernel selection and dispatch (host only, g++).
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -9,9 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "api/host.h"
 #include "api/registry.h"
-#include "kernels/fwd_tiles.h"
 #include "fmha/fwd.h"
+#include "kernels/fwd_tiles.h"
 
 namespace fmha {
 namespace {
@@ -19,7 +19,7 @@ namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 
 Status bad(const std::string& arg, const std::string& expected, const std::string& actual) {
-  return Status::invalid(arg + ": expected " + expected + ", got " + actual);
+  return detail::invalid_arg(arg, expected, actual);
 }
 
 int fwd_tile(int head_dim) { return tiles::fwd_head_dim_tile(head_dim); }
@@ -31,10 +31,12 @@ int fwd_rows_per_tile(const FwdParams& p) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-std::string low_hex(const void* p, unsigned mask) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%x", unsigned(reinterpret_cast<uintptr_t>(p) & mask));
-  return buf;
+using detail::low_hex;
+
+/// The registry key of the unit that runs `p` (validated): its dtypes and head-dim tile.
+detail::KernelKey fwd_key(const FwdParams& p) {
+  const int tile = tiles::fwd_head_dim_tile(p.head_dim);
+  return {detail::Op::kFwd, p.dtype, p.out_dtype.value_or(p.dtype), tile, tile};
 }
 
 /// Largest stride TMA takes, in elements of 2 bytes (strides are < 2^40 bytes).
@@ -113,6 +115,12 @@ Status fwd_validate(const FwdParams& p) {
     return bad("head_dim", "a positive multiple of 8", str(p.head_dim));
   if (p.head_dim > tiles::kFwdMaxHeadDim)
     return Status::unsupported("head_dim: expected ≤ " + str(tiles::kFwdMaxHeadDim) + ", got " + str(p.head_dim));
+  if (p.head_dim_v != 0 && p.head_dim_v != p.head_dim)
+    return Status::unsupported("head_dim_v: expected 0 or head_dim (" + str(p.head_dim) +
+                               "; no forward kernel has another head dim for V yet), got " + str(p.head_dim_v));
+  if (p.out_dtype && *p.out_dtype != p.dtype)
+    return Status::unsupported(std::string("out_dtype: expected the input dtype (") + to_string(p.dtype) +
+                               "; no forward kernel writes another type yet), got " + to_string(*p.out_dtype));
   if (p.seqlen_q < 0) return bad("seqlen_q", "≥ 0", str(p.seqlen_q));
   if (p.seqlen_k < 0) return bad("seqlen_k", "≥ 0", str(p.seqlen_k));
   constexpr int kMaxLen = std::numeric_limits<int32_t>::max() - 1024;  // TMA coordinates and tile indices are int32
@@ -203,67 +211,42 @@ std::string fwd_kernel_name(const FwdParams& in) {
 std::vector<std::string> fwd_kernel_variants() {
   std::vector<std::string> out;
   for (const auto& e : detail::kernel_registry()) {
-    if (std::strcmp(e.op, "fwd") != 0) continue;
-    out.push_back(std::string("fwd ") + e.dtype + " d" + str(e.head_dim) + " tma ws " +
-                  str(tiles::fwd_block_m(e.head_dim)) + "x" + str(tiles::fwd_block_n(e.head_dim)) +
+    if (e.key.op != detail::Op::kFwd) continue;
+    const int d = e.key.head_dim_qk;
+    out.push_back(std::string("fwd ") + to_string(e.key.in) + " d" + str(d) +
+                  (e.key.head_dim_v != d ? " dv" + str(e.key.head_dim_v) : std::string()) +
+                  (e.key.out != e.key.in ? std::string(" out ") + to_string(e.key.out) : std::string()) + " tma ws " +
+                  str(tiles::fwd_block_m(d)) + "x" + str(tiles::fwd_block_n(d)) +
                   (e.launch ? " (built)" : " (not built)"));
   }
   return out;
 }
 
-namespace {
+std::size_t fwd_workspace_size(const FwdParams&) { return 0; }
 
-/// Every pointer the kernel dereferences must be device-accessible (device or managed memory, or host memory
-/// mapped for the device); a host pointer would fault inside the kernel and poison the CUDA context.
-Status check_device_pointer(const char* name, const void* ptr) {
-  if (ptr == nullptr) return Status::ok();
-  cudaPointerAttributes attr{};
-  if (Status s = detail::cuda_status(cudaPointerGetAttributes(&attr, ptr), "cudaPointerGetAttributes"); !s) return s;
-  if (attr.type == cudaMemoryTypeUnregistered || attr.devicePointer == nullptr)
-    return bad(name, "device-accessible memory", "a host pointer");
-  return Status::ok();
-}
+Status fwd(const FwdParams& params, cudaStream_t stream) { return fwd(params, Workspace{}, stream); }
 
-}  // namespace
-
-Status fwd(const FwdParams& params, cudaStream_t stream) {
+Status fwd(const FwdParams& params, Workspace workspace, cudaStream_t stream) {
   if (Status s = fwd_validate(params); !s) return s;
-  int device = 0, major = 0, sms = 0;
-  if (const cudaError_t e = cudaGetDevice(&device); e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
-    cudaGetLastError();  // leave no error behind
-    return Status::unsupported(std::string("device: expected a CUDA GPU of compute capability 9.x (sm_90a) and a "
-                                           "driver for CUDA 13, got none (cudaGetDevice: ") +
-                               cudaGetErrorString(e) + ")");
-  } else if (Status s = detail::cuda_status(e, "cudaGetDevice"); !s) {
+  if (Status s = detail::check_workspace(workspace, fwd_workspace_size(params)); !s) return s;
+  detail::DeviceInfo dev;
+  if (Status s = detail::current_sm90_device(&dev); !s) return s;
+  if (Status s = detail::check_device_pointers({{"q", params.q}, {"k", params.k}, {"v", params.v}, {"o", params.o},
+                                                {"lse", params.lse}, {"cu_seqlens_q", params.cu_seqlens_q},
+                                                {"cu_seqlens_k", params.cu_seqlens_k}});
+      !s)
     return s;
-  }
-  if (Status s = detail::cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
-                                     "cudaDeviceGetAttribute(compute capability)"); !s)
-    return s;
-  if (Status s = detail::cuda_status(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-                                     "cudaDeviceGetAttribute(multiprocessor count)"); !s)
-    return s;
-  if (major != 9) return Status::unsupported("device: expected compute capability 9.x (sm_90a), got " + str(major) + ".x");
-  const std::pair<const char*, const void*> pointers[] = {{"q", params.q}, {"k", params.k}, {"v", params.v},
-                                                          {"o", params.o}, {"lse", params.lse},
-                                                          {"cu_seqlens_q", params.cu_seqlens_q},
-                                                          {"cu_seqlens_k", params.cu_seqlens_k}};
-  for (const auto& [name, ptr] : pointers)
-    if (Status s = check_device_pointer(name, ptr); !s) return s;
 
-  const int tile = fwd_tile(params.head_dim);
-  const char* dtype = to_string(params.dtype);
-  for (const auto& e : detail::kernel_registry()) {
-    if (std::strcmp(e.op, "fwd") != 0 || std::strcmp(e.dtype, dtype) != 0 || e.head_dim != tile) continue;
-    if (e.launch == nullptr)
-      return Status(StatusCode::kNotBuilt, std::string("kernel fwd ") + dtype + " d" + str(tile) +
-                                               " is not in this build's kernel set '" + detail::kernel_set() + "'");
-    FwdParams p = fwd_resolve_schedule(params);
-    if (p.softmax_scale == 0.f) p.softmax_scale = 1.f / std::sqrt(float(p.head_dim));
-    if (p.sm_count == 0 || p.sm_count > sms) p.sm_count = sms;
-    return reinterpret_cast<detail::fwd_launch_fn*>(e.launch)(p, stream);
-  }
-  return Status(StatusCode::kNotBuilt, std::string("kernel fwd ") + dtype + " d" + str(tile) + " is not in the manifest");
+  const detail::KernelKey key = fwd_key(params);
+  const detail::KernelEntry* e = detail::find_kernel(key);
+  const std::string name = std::string("kernel fwd ") + to_string(key.in) + " d" + str(key.head_dim_qk);
+  if (e == nullptr) return Status(StatusCode::kNotBuilt, name + " is not in the manifest");
+  if (e->launch == nullptr)
+    return Status(StatusCode::kNotBuilt, name + " is not in this build's kernel set '" + detail::kernel_set() + "'");
+  FwdParams p = fwd_resolve_schedule(params);
+  if (p.softmax_scale == 0.f) p.softmax_scale = 1.f / std::sqrt(float(p.head_dim));
+  if (p.sm_count == 0 || p.sm_count > dev.sm_count) p.sm_count = dev.sm_count;
+  return reinterpret_cast<detail::fwd_launch_fn*>(e->launch)(p, stream);
 }
 
 }  // namespace fmha

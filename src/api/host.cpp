@@ -1,0 +1,111 @@
+// The host spine of every operation (api/host.h).
+#include "api/host.h"
+
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+namespace fmha::detail {
+
+Status invalid_arg(const std::string& arg, const std::string& expected, const std::string& actual) {
+  return Status::invalid(arg + ": expected " + expected + ", got " + actual);
+}
+
+Status cuda_status(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status::ok();
+  cudaGetLastError();
+  return Status(StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+namespace {
+
+/// Attributes of every device queried so far, indexed by device number (device = -1: not yet queried).
+struct DeviceCache {
+  std::mutex mutex;
+  std::vector<DeviceInfo> devices;
+};
+
+DeviceCache& device_cache() {
+  static DeviceCache cache;
+  return cache;
+}
+
+Status query_device(int device, DeviceInfo* out) {
+  DeviceInfo d;
+  d.device = device;
+  if (Status s = cuda_status(cudaDeviceGetAttribute(&d.cc_major, cudaDevAttrComputeCapabilityMajor, device),
+                             "cudaDeviceGetAttribute(compute capability major)");
+      !s)
+    return s;
+  if (Status s = cuda_status(cudaDeviceGetAttribute(&d.cc_minor, cudaDevAttrComputeCapabilityMinor, device),
+                             "cudaDeviceGetAttribute(compute capability minor)");
+      !s)
+    return s;
+  if (Status s = cuda_status(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, device),
+                             "cudaDeviceGetAttribute(multiprocessor count)");
+      !s)
+    return s;
+  *out = d;
+  return Status::ok();
+}
+
+}  // namespace
+
+Status current_sm90_device(DeviceInfo* out) {
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
+    cudaGetLastError();
+    return Status::unsupported(std::string("device: expected a CUDA GPU of compute capability 9.x (sm_90a) and a "
+                                           "driver for CUDA 13, got none (cudaGetDevice: ") +
+                               cudaGetErrorString(e) + ")");
+  } else if (Status s = cuda_status(e, "cudaGetDevice"); !s) {
+    return s;
+  }
+  DeviceCache& cache = device_cache();
+  DeviceInfo d;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (device >= 0 && size_t(device) < cache.devices.size() && cache.devices[size_t(device)].device == device) {
+      d = cache.devices[size_t(device)];
+    } else {
+      if (Status s = query_device(device, &d); !s) return s;
+      if (size_t(device) >= cache.devices.size()) cache.devices.resize(size_t(device) + 1);
+      cache.devices[size_t(device)] = d;
+    }
+  }
+  if (d.cc_major != 9)
+    return Status::unsupported("device: expected compute capability 9.x (sm_90a), got " + std::to_string(d.cc_major) +
+                               "." + std::to_string(d.cc_minor));
+  *out = d;
+  return Status::ok();
+}
+
+Status check_device_pointers(std::initializer_list<std::pair<const char*, const void*>> pointers) {
+  for (const auto& [name, ptr] : pointers) {
+    if (ptr == nullptr) continue;
+    cudaPointerAttributes attr{};
+    if (Status s = cuda_status(cudaPointerGetAttributes(&attr, ptr), "cudaPointerGetAttributes"); !s) return s;
+    if (attr.type == cudaMemoryTypeUnregistered || attr.devicePointer == nullptr)
+      return invalid_arg(name, "device-accessible memory", "a host pointer");
+  }
+  return Status::ok();
+}
+
+std::string low_hex(const void* p, unsigned mask) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%x", unsigned(reinterpret_cast<uintptr_t>(p) & mask));
+  return buf;
+}
+
+Status check_workspace(const Workspace& ws, std::size_t needed) {
+  if (needed == 0) return Status::ok();
+  if (ws.ptr == nullptr || ws.bytes < needed)
+    return invalid_arg("workspace", "at least " + std::to_string(needed) + " bytes of device memory",
+                       ws.ptr == nullptr ? std::string("none") : std::to_string(ws.bytes) + " bytes");
+  if ((reinterpret_cast<uintptr_t>(ws.ptr) & (kWorkspaceAlignment - 1)) != 0)
+    return invalid_arg("workspace", "a " + std::to_string(kWorkspaceAlignment) + "-byte aligned address",
+                       "an address ending in " + low_hex(ws.ptr, unsigned(kWorkspaceAlignment - 1)));
+  return Status::ok();
+}
+
+}  // namespace fmha::detail

@@ -1,0 +1,51 @@
+// Internal: the host spine every operation's API goes through: argument errors in one format, the current device
+// (attributes queried once per device and cached), device-pointer and workspace checks, CUDA return codes as
+// Status. Host only (g++); no kernel code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+
+#include "fmha/status.h"
+#include "fmha/types.h"
+
+namespace fmha::detail {
+
+/// kInvalidArgument "<arg>: expected <expected>, got <actual>": the one format of every argument error.
+Status invalid_arg(const std::string& arg, const std::string& expected, const std::string& actual);
+
+/// ok when `err` is cudaSuccess, else kCudaError "<what>: <CUDA message>"; an error also clears the runtime's
+/// last-error slot, so that none is left behind for the caller's next CUDA call.
+Status cuda_status(cudaError_t err, const char* what);
+
+/// Attributes of one CUDA device that the launch code needs.
+struct DeviceInfo {
+  int device = -1;
+  int cc_major = 0, cc_minor = 0;  ///< compute capability
+  int sm_count = 0;                ///< multiprocessors
+};
+
+/// The current device (cudaGetDevice, on every call: the caller may switch devices) and its attributes, which are
+/// queried once per device and process and then served from a cache (thread-safe). Errors: kNotSupported
+/// "device: expected a CUDA GPU of compute capability 9.x … got none (cudaGetDevice: …)" when there is no device or
+/// no driver for this CUDA runtime; kNotSupported "device: expected compute capability 9.x (sm_90a), got M.m" for
+/// another architecture; kCudaError for any other failing call.
+Status current_sm90_device(DeviceInfo* out);
+
+/// kInvalidArgument naming the first pointer of `pointers` (name, pointer) that is not null and not device-accessible
+/// (host memory that is neither registered nor mapped), as cudaPointerGetAttributes reports it; a kernel that
+/// dereferenced such a pointer would fault and poison the CUDA context. One driver query per pointer.
+Status check_device_pointers(std::initializer_list<std::pair<const char*, const void*>> pointers);
+
+/// kInvalidArgument naming "workspace" unless `ws` holds at least `needed` bytes at a kWorkspaceAlignment-aligned
+/// address (a workspace is not looked at when `needed` is 0).
+Status check_workspace(const Workspace& ws, std::size_t needed);
+
+/// The low bits of an address (under `mask`) in hex, "0x…", for alignment messages.
+std::string low_hex(const void* p, unsigned mask);
+
+}  // namespace fmha::detail

@@ -1,0 +1,194 @@
+// CPU tests of the host spine shared by every operation (src/api/host.h, src/api/registry.h), the workspace
+// convention, the FwdParams fields for later kernels (head_dim_v, out_dtype) and the struct-based C entry point.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "api/host.h"
+#include "api/registry.h"
+#include "fmha/c_api.h"
+#include "fmha/fwd.h"
+
+namespace {
+
+alignas(256) char g_buf[1024];
+
+fmha::FwdParams valid() {
+  fmha::FwdParams p;
+  p.batch = 2, p.heads_q = 8, p.heads_kv = 2, p.head_dim = 64;
+  p.seqlen_q = p.seqlen_k = 512;
+  p.q = p.k = p.v = g_buf;
+  p.o = g_buf;
+  fmha::set_contiguous_strides(p);
+  return p;
+}
+
+TEST(ApiSpine, ArgumentErrorsHaveOneFormat) {
+  const fmha::Status s = fmha::detail::invalid_arg("heads_q", "≥ 1", "0");
+  EXPECT_EQ(s.code(), fmha::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "heads_q: expected ≥ 1, got 0");
+  EXPECT_TRUE(fmha::detail::cuda_status(cudaSuccess, "x").is_ok());
+  const fmha::Status e = fmha::detail::cuda_status(cudaErrorInvalidValue, "cudaMemcpy(x)");
+  EXPECT_EQ(e.code(), fmha::StatusCode::kCudaError);
+  EXPECT_EQ(e.message().rfind("cudaMemcpy(x): ", 0), 0u) << e.message();
+}
+
+TEST(ApiSpine, WorkspaceChecks) {
+  using fmha::detail::check_workspace;
+  EXPECT_TRUE(check_workspace({}, 0).is_ok());  // nothing needed: not looked at
+  EXPECT_TRUE(check_workspace({g_buf + 3, 1}, 0).is_ok());
+  EXPECT_TRUE(check_workspace({g_buf, 512}, 512).is_ok());
+  fmha::Status s = check_workspace({}, 512);
+  EXPECT_EQ(s.message(), "workspace: expected at least 512 bytes of device memory, got none");
+  s = check_workspace({g_buf, 511}, 512);
+  EXPECT_EQ(s.message(), "workspace: expected at least 512 bytes of device memory, got 511 bytes");
+  s = check_workspace({g_buf + 16, 1000}, 512);
+  EXPECT_EQ(s.code(), fmha::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "workspace: expected a 256-byte aligned address, got an address ending in 0x10");
+  EXPECT_EQ(fmha::kWorkspaceAlignment, 256u);
+}
+
+TEST(ApiSpine, ForwardNeedsNoWorkspace) {
+  fmha::FwdParams p = valid();
+  EXPECT_EQ(fmha::fwd_workspace_size(p), 0u);
+  p.mask = fmha::MaskType::kCausal, p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(g_buf);
+  EXPECT_EQ(fmha::fwd_workspace_size(p), 0u);
+}
+
+TEST(ApiSpine, HeadDimOfVAndOutputDtypeOnlyAsTheInputsForNow) {
+  fmha::FwdParams p = valid();
+  p.head_dim_v = 64;
+  EXPECT_TRUE(fmha::fwd_validate(p).is_ok()) << fmha::fwd_validate(p).message();
+  p.out_dtype = p.dtype;
+  EXPECT_TRUE(fmha::fwd_validate(p).is_ok()) << fmha::fwd_validate(p).message();
+  p.head_dim_v = 32;
+  fmha::Status s = fmha::fwd_validate(p);
+  EXPECT_EQ(s.code(), fmha::StatusCode::kNotSupported);
+  EXPECT_EQ(s.message().rfind("head_dim_v: expected 0 or head_dim (64;", 0), 0u) << s.message();
+  EXPECT_NE(s.message().find("got 32"), std::string::npos) << s.message();
+  p = valid(), p.out_dtype = fmha::DType::kFP16;  // input bf16
+  s = fmha::fwd_validate(p);
+  EXPECT_EQ(s.code(), fmha::StatusCode::kNotSupported);
+  EXPECT_EQ(s.message().rfind("out_dtype: expected the input dtype (bf16;", 0), 0u) << s.message();
+  EXPECT_NE(s.message().find("got fp16"), std::string::npos) << s.message();
+}
+
+TEST(ApiSpine, RegistryIsKeyedByOpDtypesAndHeadDims) {
+  using namespace fmha::detail;
+  const auto& all = kernel_registry();
+  ASSERT_EQ(all.size(), 6u);
+  for (fmha::DType t : {fmha::DType::kFP16, fmha::DType::kBF16})
+    for (int d : {32, 64, 128}) {
+      const KernelEntry* e = find_kernel({Op::kFwd, t, t, d, d});
+      ASSERT_NE(e, nullptr) << fmha::to_string(t) << " d" << d;
+      EXPECT_TRUE(e->key == (KernelKey{Op::kFwd, t, t, d, d}));
+      if (std::string(kernel_set()) != "none") EXPECT_NE(e->launch, nullptr);
+    }
+  // Keys that differ in one field find nothing.
+  EXPECT_EQ(find_kernel({Op::kFwd, fmha::DType::kBF16, fmha::DType::kFP16, 64, 64}), nullptr);
+  EXPECT_EQ(find_kernel({Op::kFwd, fmha::DType::kBF16, fmha::DType::kBF16, 64, 128}), nullptr);
+  EXPECT_EQ(find_kernel({Op::kFwd, fmha::DType::kFP8E4M3, fmha::DType::kFP8E4M3, 64, 64}), nullptr);
+  EXPECT_EQ(find_kernel({Op::kFwd, fmha::DType::kBF16, fmha::DType::kBF16, 96, 96}), nullptr);
+  EXPECT_STREQ(to_string(Op::kFwd), "fwd");
+}
+
+TEST(CApi, ParamsInitSetsVersionAndTheCppDefaults) {
+  fmha_fwd_params c;
+  std::memset(&c, 0x7f, sizeof c);
+  fmha_fwd_params_init(&c);
+  const fmha::FwdParams d;
+  EXPECT_EQ(c.struct_size, sizeof(fmha_fwd_params));
+  EXPECT_EQ(c.version, uint32_t(FMHA_FWD_PARAMS_VERSION));
+  EXPECT_EQ(c.dtype, 1);
+  EXPECT_EQ(c.out_dtype, -1);
+  EXPECT_EQ(c.batch, d.batch);
+  EXPECT_EQ(c.head_dim, d.head_dim);
+  EXPECT_EQ(c.head_dim_v, 0);
+  EXPECT_EQ(c.q, nullptr);
+  EXPECT_EQ(c.cu_seqlens_q, nullptr);
+  EXPECT_EQ(c.o_batch_stride, 0);
+  EXPECT_EQ(c.mask, 0);
+  EXPECT_EQ(c.scheduler, 0);
+  EXPECT_EQ(c.softmax_scale, 0.f);
+}
+
+TEST(CApi, ContiguousStridesMatchTheCppOnes) {
+  fmha_fwd_params c;
+  fmha_fwd_params_init(&c);
+  c.heads_q = 8, c.heads_kv = 2, c.head_dim = 64, c.seqlen_q = 300, c.seqlen_k = 500;
+  fmha_fwd_params_set_contiguous_strides(&c);
+  fmha::FwdParams p;
+  p.heads_q = 8, p.heads_kv = 2, p.head_dim = 64, p.seqlen_q = 300, p.seqlen_k = 500;
+  fmha::set_contiguous_strides(p);
+  EXPECT_EQ(c.q_row_stride, p.q_row_stride);
+  EXPECT_EQ(c.q_batch_stride, p.q_batch_stride);
+  EXPECT_EQ(c.k_row_stride, p.k_row_stride);
+  EXPECT_EQ(c.k_batch_stride, p.k_batch_stride);
+  EXPECT_EQ(c.v_head_stride, p.v_head_stride);
+  EXPECT_EQ(c.o_row_stride, p.o_row_stride);
+  EXPECT_EQ(c.k_batch_stride, int64_t(500) * 2 * 64);
+}
+
+int call(const fmha_fwd_params& c, std::string* msg) {
+  char err[512] = {0};
+  const int rc = fmha_fwd(&c, nullptr, 0, nullptr, err, sizeof err);
+  *msg = err;
+  return rc;
+}
+
+TEST(CApi, FwdRefusesUnknownStructsAndCodes) {
+  fmha_fwd_params c;
+  fmha_fwd_params_init(&c);
+  std::string m;
+  EXPECT_EQ(fmha_fwd(nullptr, nullptr, 0, nullptr, nullptr, 0), int(fmha::StatusCode::kInvalidArgument));
+  c.struct_size -= 8;
+  EXPECT_EQ(call(c, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m.rfind("struct_size: expected " + std::to_string(sizeof(fmha_fwd_params)), 0), 0u) << m;
+  fmha_fwd_params_init(&c);
+  c.version = 2;
+  EXPECT_EQ(call(c, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m, "version: expected 1, got 2");
+  fmha_fwd_params_init(&c);
+  c.out_dtype = 3;
+  EXPECT_EQ(call(c, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m, "out_dtype: expected -1 (the input dtype), 0 (fp16) or 1 (bf16), got 3");
+  fmha_fwd_params_init(&c);
+  c.pingpong = -1;
+  EXPECT_EQ(call(c, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m, "pingpong: expected 0 (auto), 1 (off) or 2 (on), got -1");
+}
+
+TEST(CApi, FwdPassesTheFieldsThrough) {
+  // Fields reach fwd_validate: each bad value is reported by the C++ validation under its field name.
+  fmha_fwd_params c;
+  fmha_fwd_params_init(&c);
+  c.batch = 2, c.heads_q = 8, c.heads_kv = 2, c.head_dim = 64, c.seqlen_q = c.seqlen_k = 512;
+  c.q = c.k = c.v = g_buf;
+  c.o = g_buf;
+  fmha_fwd_params_set_contiguous_strides(&c);
+  std::string m;
+  fmha_fwd_params bad = c;
+  bad.heads_kv = 3;
+  EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m, "heads_q % heads_kv: expected 0, got 2 (heads_q=8, heads_kv=3)");
+  bad = c, bad.head_dim_v = 32;
+  EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kNotSupported));
+  EXPECT_EQ(m.rfind("head_dim_v: ", 0), 0u) << m;
+  bad = c, bad.out_dtype = 0;
+  EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kNotSupported));
+  EXPECT_EQ(m.rfind("out_dtype: ", 0), 0u) << m;
+  bad = c, bad.k_row_stride = 4;
+  EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m.rfind("k_row_stride: ", 0), 0u) << m;
+  bad = c, bad.sm_count = -1;
+  EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m.rfind("sm_count: ", 0), 0u) << m;
+  EXPECT_EQ(fmha_fwd_workspace_size(&c), 0u);
+  EXPECT_EQ(fmha_fwd_workspace_size(nullptr), 0u);
+  // A valid problem on host memory: refused either way (no GPU: not supported; GPU: a host pointer).
+  const int rc = call(c, &m);
+  EXPECT_TRUE(rc == int(fmha::StatusCode::kNotSupported) || rc == int(fmha::StatusCode::kInvalidArgument)) << m;
+}
+
+}  // namespace

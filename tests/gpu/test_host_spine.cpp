@@ -1,0 +1,111 @@
+// GPU tests of the host spine (src/api/host.h) and of the host time one fmha::fwd call costs outside the kernel:
+// validation, the cached device query, the device-pointer checks, the registry lookup and the launch itself.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "api/host.h"
+#include "fmha/c_api.h"
+#include "fmha/fwd.h"
+#include "gpu_env.h"
+
+namespace {
+
+struct DeviceBuffers {
+  void* q = nullptr;
+  float* lse = nullptr;
+  ~DeviceBuffers() {
+    cudaFree(q);
+    cudaFree(lse);
+  }
+};
+
+/// Median-free mean µs per call of `fn` over `n` calls (after 50 untimed), the stream drained every 256 calls so
+/// that the launch queue never blocks the host.
+template <class Fn>
+double host_us_per_call(Fn fn, int n, cudaStream_t stream) {
+  for (int i = 0; i < 50; ++i) fn();
+  cudaStreamSynchronize(stream);
+  double total = 0;
+  for (int done = 0; done < n;) {
+    const int chunk = std::min(256, n - done);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < chunk; ++i) fn();
+    total += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    cudaStreamSynchronize(stream);
+    done += chunk;
+  }
+  return total / n;
+}
+
+TEST(FwdGpuHost, DeviceInfoIsCachedAndRight) {
+  FMHA_REQUIRE_GPU();
+  fmha::detail::DeviceInfo a, b;
+  ASSERT_TRUE(fmha::detail::current_sm90_device(&a).is_ok());
+  ASSERT_TRUE(fmha::detail::current_sm90_device(&b).is_ok());
+  int sms = 0, dev = -1;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  EXPECT_EQ(a.device, dev);
+  EXPECT_EQ(a.cc_major, 9);
+  EXPECT_EQ(a.sm_count, sms);
+  EXPECT_EQ(b.sm_count, a.sm_count);
+}
+
+TEST(FwdGpuHost, PointerAndWorkspaceChecksOnDeviceMemory) {
+  FMHA_REQUIRE_GPU();
+  DeviceBuffers buf;
+  ASSERT_EQ(cudaMalloc(&buf.q, 1 << 20), cudaSuccess);
+  static char host[64];
+  EXPECT_TRUE(fmha::detail::check_device_pointers({{"q", buf.q}, {"lse", nullptr}}).is_ok());
+  const fmha::Status s = fmha::detail::check_device_pointers({{"q", buf.q}, {"k", host}});
+  EXPECT_EQ(s.message(), "k: expected device-accessible memory, got a host pointer");
+  EXPECT_TRUE(fmha::detail::check_workspace({buf.q, 1 << 20}, 4096).is_ok());  // cudaMalloc: 256-byte aligned
+}
+
+TEST(FwdGpuHost, HostTimePerCall) {
+  // A problem so small that the GPU keeps up with the launches: what is timed is the host path of one call.
+  FMHA_REQUIRE_GPU();
+  DeviceBuffers buf;
+  ASSERT_EQ(cudaMalloc(&buf.q, 4 << 20), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf.lse), 1 << 16), cudaSuccess);
+  fmha::FwdParams p;
+  p.batch = 1, p.heads_q = p.heads_kv = 1, p.head_dim = 64, p.seqlen_q = p.seqlen_k = 128;
+  char* base = static_cast<char*>(buf.q);
+  p.q = base, p.k = base + (1 << 20), p.v = base + (2 << 20), p.o = base + (3 << 20), p.lse = buf.lse;
+  fmha::set_contiguous_strides(p);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_TRUE(fmha::fwd(p, stream).is_ok());
+  const int n = 4000;
+  fmha::Status last;
+  const double validate = host_us_per_call([&] { last = fmha::fwd_validate(p); }, n, stream);
+  const double device = host_us_per_call([&] {
+    fmha::detail::DeviceInfo d;
+    last = fmha::detail::current_sm90_device(&d);
+  }, n, stream);
+  const double pointers = host_us_per_call([&] {
+    last = fmha::detail::check_device_pointers({{"q", p.q}, {"k", p.k}, {"v", p.v}, {"o", p.o}, {"lse", p.lse}});
+  }, n, stream);
+  const double call = host_us_per_call([&] { last = fmha::fwd(p, stream); }, n, stream);
+  fmha_fwd_params c;
+  fmha_fwd_params_init(&c);
+  c.batch = 1, c.heads_q = c.heads_kv = 1, c.head_dim = 64, c.seqlen_q = c.seqlen_k = 128;
+  c.q = p.q, c.k = p.k, c.v = p.v, c.o = p.o, c.lse = p.lse;
+  fmha_fwd_params_set_contiguous_strides(&c);
+  int rc = 0;
+  const double c_call = host_us_per_call([&] { rc = fmha_fwd(&c, nullptr, 0, stream, nullptr, 0); }, n, stream);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_TRUE(last.is_ok()) << last.message();
+  EXPECT_EQ(rc, 0);
+  std::printf("[host time] per call, µs: fwd_validate %.2f, device query (cached) %.2f, 5 pointer checks %.2f, "
+              "fmha::fwd (all of it, launch included) %.2f, fmha_fwd (C) %.2f\n",
+              validate, device, pointers, call, c_call);
+  RecordProperty("fwd_us", std::to_string(call));
+  EXPECT_LT(call, 200.0) << "fmha::fwd's host path is far slower than expected";
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
