@@ -10,8 +10,9 @@
 # BUILD_DIR default build; OUT_DIR default gpu-results (logs and JSON land there);
 # STEPS: comma list of tests,cli,sanitizer,bench,profile (default: all but profile). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
 # FMHA_GTEST_FILTER restricts the GoogleTest cases (default all); FMHA_PROFILE_ARGS picks the profiled problem
-# (fmha_fwd options). FMHA_FA3_DIR names a FlashAttention-3 build for the benchmark (bench_fwd.py --fa3; waited
-# for while it still compiles). FMHA_GPU_PACK=1 packs everything written under
+# (fmha_fwd options). FMHA_FA3_DIR names a FlashAttention-3 build for the benchmark (bench_fwd.py --fa3); while a
+# compile runs on the machine (e.g. that build, started in the background) the benchmark waits, at most
+# FMHA_FA3_WAIT_S seconds (default 420). FMHA_GPU_PACK=1 packs everything written under
 # OUT_DIR into OUT_DIR/gpu_check.tgz at the end (the device tool brings back at most 8 files per call).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -82,12 +83,15 @@ if [[ $steps == *,sanitizer,* ]]; then
 fi
 if [[ $steps == *,bench,* ]]; then
   # FlashAttention-3, when FMHA_FA3_DIR names a build of it (bench_fwd.py times it there; without it the column is
-  # absent). A build still running in the background (it writes FMHA_FA3_DIR/build.rc when done) is waited for, up
-  # to FMHA_FA3_WAIT_S seconds (default 900): a compile beside the benchmark would disturb the clocks.
-  if [ -n "${FMHA_FA3_DIR:-}" ] && [ -d "$FMHA_FA3_DIR" ]; then
+  # absent). A compile still running on this machine (an FA3 build started in the background: setup.py, nvcc, cicc,
+  # ptxas) is waited for, up to FMHA_FA3_WAIT_S seconds (default 420), since it would disturb the clocks.
+  if [ -n "${FMHA_FA3_DIR:-}" ]; then
     waited=0
-    while [ ! -f "$FMHA_FA3_DIR/build.rc" ] && [ "$waited" -lt "${FMHA_FA3_WAIT_S:-900}" ]; do sleep 5; waited=$((waited + 5)); done
-    summary+=("fa3 build:   rc=$(cat "$FMHA_FA3_DIR/build.rc" 2>/dev/null || echo 'not finished') (waited ${waited} s)")
+    while pgrep -f 'setup.py build_ext|/nvcc |cicc|ptxas' > /dev/null && [ "$waited" -lt "${FMHA_FA3_WAIT_S:-420}" ]; do
+      sleep 5; waited=$((waited + 5))
+    done
+    busy=$(pgrep -f 'setup.py build_ext|/nvcc |cicc|ptxas' > /dev/null && echo ', a compile still runs' || true)
+    summary+=("fa3:         FMHA_FA3_DIR=$FMHA_FA3_DIR (waited ${waited} s for compiles$busy)")
   fi
   # shellcheck disable=SC2086  # FMHA_BENCH_ARGS: extra bench_fwd.py arguments, word-split on purpose
   python3 "$root/bench/bench_fwd.py" --lib "$build/lib/libfmha_c.so" --json "$out/bench_fwd.json" ${FMHA_BENCH_ARGS:-} \

@@ -99,7 +99,8 @@ struct FwdParams {
 void set_contiguous_strides(FwdParams& p);
 
 /// Checks `p` without launching anything. Returns kInvalidArgument naming the first bad argument with the expected
-/// versus actual value, or kNotSupported (dtype, head dim).
+/// versus actual value, or kNotSupported for a valid request no kernel takes (dtype, head dim above 128, a head dim
+/// of V other than head_dim, an output dtype other than dtype).
 Status fwd_validate(const FwdParams& p);
 
 /// Bytes of workspace that fwd needs for `p` (Workspace in fmha/types.h): 0 for every forward problem today, so the
@@ -120,7 +121,8 @@ Status fwd(const FwdParams& p, Workspace workspace, cudaStream_t stream = nullpt
 Status fwd(const FwdParams& p, cudaStream_t stream = nullptr);
 
 /// The forward kernel variants of the manifest, one line each: "<name> (built)" or "<name> (not built)", where
-/// name is "fwd <dtype> d<head-dim tile> tma ws <rows>x<keys>" (query rows × keys per block: 192x128 for head-dim
+/// name is "fwd <dtype> d<head-dim tile>[ dv<head dim of V>][ out <output dtype>] tma ws <rows>x<keys>" (the dv and
+/// out parts only where they differ from the head dim and dtype; query rows × keys per block: 192x128 for head-dim
 /// tiles 32 and 64, 128x128 for 128). Each unit holds the mask × warpgroup-schedule variants, and at tiles 32 and
 /// 64 also 128x128 kernels for causal problems with at most 2048 keys and non-causal ones with at most 1024
 /// (fwd_kernel_name shows which one runs); it runs under either tile scheduler. Needs no GPU.

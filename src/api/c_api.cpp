@@ -8,6 +8,14 @@
 #include "fmha/fwd.h"
 #include "fmha/version.h"
 
+#include <cstddef>
+
+// The ABI of version 1: a change here is a new FMHA_FWD_PARAMS_VERSION.
+static_assert(sizeof(fmha_fwd_params) == 232, "fmha_fwd_params: version 1 is 232 bytes");
+static_assert(offsetof(fmha_fwd_params, cu_seqlens_q) == 56, "fmha_fwd_params: no padding before the pointers");
+static_assert(offsetof(fmha_fwd_params, q_row_stride) == 112, "fmha_fwd_params: strides after the 7 pointers");
+static_assert(offsetof(fmha_fwd_params, mask) == 208, "fmha_fwd_params: codes after the 12 strides");
+
 namespace {
 
 void set_error(const fmha::Status& s, char* err, int err_len) {
@@ -47,6 +55,9 @@ fmha::Status from_c(const fmha_fwd_params* c, fmha::FwdParams* p) {
   if (c->version != FMHA_FWD_PARAMS_VERSION)
     return fmha::Status::invalid("version: expected " + std::to_string(FMHA_FWD_PARAMS_VERSION) + ", got " +
                                  std::to_string(c->version));
+  if (c->reserved != 0)
+    return fmha::Status::invalid("reserved: expected 0 (fmha_fwd_params_init sets it), got " +
+                                 std::to_string(c->reserved));
   for (const fmha::Status& s :
        {range("dtype", c->dtype, 0, 1, "0 (fp16) or 1 (bf16)"),
         range("out_dtype", c->out_dtype, -1, 1, "-1 (the input dtype), 0 (fp16) or 1 (bf16)"),
@@ -102,7 +113,7 @@ extern "C" void fmha_fwd_params_init(fmha_fwd_params* c) {
 extern "C" void fmha_fwd_params_set_contiguous_strides(fmha_fwd_params* c) {
   if (c == nullptr) return;
   fmha::FwdParams p;
-  p.heads_q = c->heads_q, p.heads_kv = c->heads_kv, p.head_dim = c->head_dim;
+  p.heads_q = c->heads_q, p.heads_kv = c->heads_kv, p.head_dim = c->head_dim, p.head_dim_v = c->head_dim_v;
   p.seqlen_q = c->seqlen_q, p.seqlen_k = c->seqlen_k, p.cu_seqlens_q = c->cu_seqlens_q;
   fmha::set_contiguous_strides(p);
   c->q_row_stride = p.q_row_stride, c->q_head_stride = p.q_head_stride, c->q_batch_stride = p.q_batch_stride;

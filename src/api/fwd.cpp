@@ -75,7 +75,7 @@ Status check_output_layout(const FwdParams& p, bool varlen) {
   std::vector<Mode> modes = {{"o_row_stride", varlen ? p.total_q : p.seqlen_q, p.o_row_stride},
                              {"o_head_stride", p.heads_q, p.o_head_stride}};
   if (!varlen) modes.push_back({"o_batch_stride", p.batch, p.o_batch_stride});
-  std::vector<Mode> used = {{"head_dim", p.head_dim, 1}};
+  std::vector<Mode> used = {p.head_dim_v != 0 ? Mode{"head_dim_v", p.head_dim_v, 1} : Mode{"head_dim", p.head_dim, 1}};
   for (const Mode& m : modes)
     if (m.extent > 1) used.push_back(m);
   std::sort(used.begin(), used.end(), [](const Mode& a, const Mode& b) { return a.stride < b.stride; });
@@ -93,18 +93,22 @@ Status check_output_layout(const FwdParams& p, bool varlen) {
 
 void set_contiguous_strides(FwdParams& p) {
   const bool varlen = p.cu_seqlens_q != nullptr;
-  const int64_t d = p.head_dim;
-  p.q_head_stride = p.o_head_stride = d;
-  p.k_head_stride = p.v_head_stride = d;
-  p.q_row_stride = p.o_row_stride = int64_t(p.heads_q) * d;
-  p.k_row_stride = p.v_row_stride = int64_t(p.heads_kv) * d;
-  p.q_batch_stride = p.o_batch_stride = varlen ? 0 : int64_t(p.seqlen_q) * p.heads_q * d;
-  p.k_batch_stride = p.v_batch_stride = varlen ? 0 : int64_t(p.seqlen_k) * p.heads_kv * d;
+  const int64_t d = p.head_dim, dv = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;
+  p.q_head_stride = p.k_head_stride = d;
+  p.v_head_stride = p.o_head_stride = dv;
+  p.q_row_stride = int64_t(p.heads_q) * d;
+  p.o_row_stride = int64_t(p.heads_q) * dv;
+  p.k_row_stride = int64_t(p.heads_kv) * d;
+  p.v_row_stride = int64_t(p.heads_kv) * dv;
+  p.q_batch_stride = varlen ? 0 : int64_t(p.seqlen_q) * p.heads_q * d;
+  p.o_batch_stride = varlen ? 0 : int64_t(p.seqlen_q) * p.heads_q * dv;
+  p.k_batch_stride = varlen ? 0 : int64_t(p.seqlen_k) * p.heads_kv * d;
+  p.v_batch_stride = varlen ? 0 : int64_t(p.seqlen_k) * p.heads_kv * dv;
 }
 
 Status fwd_validate(const FwdParams& p) {
   if (p.dtype != DType::kFP16 && p.dtype != DType::kBF16)
-    return Status::unsupported(std::string("dtype: expected fp16 or bf16, got ") + to_string(p.dtype));
+    return detail::unsupported_arg("dtype", "fp16 or bf16", to_string(p.dtype));
   if (p.batch < 1) return bad("batch", "≥ 1", str(p.batch));
   if (p.heads_q < 1) return bad("heads_q", "≥ 1", str(p.heads_q));
   if (p.heads_kv < 1) return bad("heads_kv", "≥ 1", str(p.heads_kv));
@@ -114,13 +118,17 @@ Status fwd_validate(const FwdParams& p) {
   if (p.head_dim < 8 || p.head_dim % 8 != 0)
     return bad("head_dim", "a positive multiple of 8", str(p.head_dim));
   if (p.head_dim > tiles::kFwdMaxHeadDim)
-    return Status::unsupported("head_dim: expected ≤ " + str(tiles::kFwdMaxHeadDim) + ", got " + str(p.head_dim));
+    return detail::unsupported_arg("head_dim", "≤ " + str(tiles::kFwdMaxHeadDim), str(p.head_dim));
   if (p.head_dim_v != 0 && p.head_dim_v != p.head_dim)
-    return Status::unsupported("head_dim_v: expected 0 or head_dim (" + str(p.head_dim) +
-                               "; no forward kernel has another head dim for V yet), got " + str(p.head_dim_v));
+    return detail::unsupported_arg("head_dim_v",
+                                   "0 or head_dim (" + str(p.head_dim) +
+                                       "; no forward kernel has another head dim for V yet)",
+                                   str(p.head_dim_v));
   if (p.out_dtype && *p.out_dtype != p.dtype)
-    return Status::unsupported(std::string("out_dtype: expected the input dtype (") + to_string(p.dtype) +
-                               "; no forward kernel writes another type yet), got " + to_string(*p.out_dtype));
+    return detail::unsupported_arg("out_dtype",
+                                   std::string("the input dtype (") + to_string(p.dtype) +
+                                       "; no forward kernel writes another type yet)",
+                                   to_string(*p.out_dtype));
   if (p.seqlen_q < 0) return bad("seqlen_q", "≥ 0", str(p.seqlen_q));
   if (p.seqlen_k < 0) return bad("seqlen_k", "≥ 0", str(p.seqlen_k));
   constexpr int kMaxLen = std::numeric_limits<int32_t>::max() - 1024;  // TMA coordinates and tile indices are int32
@@ -227,8 +235,17 @@ std::size_t fwd_workspace_size(const FwdParams&) { return 0; }
 Status fwd(const FwdParams& params, cudaStream_t stream) { return fwd(params, Workspace{}, stream); }
 
 Status fwd(const FwdParams& params, Workspace workspace, cudaStream_t stream) {
+  // Checks that need no GPU first (arguments, workspace, the kernel in this build), then the device and pointers.
   if (Status s = fwd_validate(params); !s) return s;
   if (Status s = detail::check_workspace(workspace, fwd_workspace_size(params)); !s) return s;
+  const detail::KernelKey key = fwd_key(params);
+  const detail::KernelEntry* e = detail::find_kernel(key);
+  if (e == nullptr || e->launch == nullptr) {
+    const std::string name = std::string("kernel fwd ") + to_string(key.in) + " d" + str(key.head_dim_qk);
+    return Status(StatusCode::kNotBuilt, e == nullptr ? name + " is not in the manifest"
+                                                      : name + " is not in this build's kernel set '" +
+                                                            detail::kernel_set() + "'");
+  }
   detail::DeviceInfo dev;
   if (Status s = detail::current_sm90_device(&dev); !s) return s;
   if (Status s = detail::check_device_pointers({{"q", params.q}, {"k", params.k}, {"v", params.v}, {"o", params.o},
@@ -237,12 +254,6 @@ Status fwd(const FwdParams& params, Workspace workspace, cudaStream_t stream) {
       !s)
     return s;
 
-  const detail::KernelKey key = fwd_key(params);
-  const detail::KernelEntry* e = detail::find_kernel(key);
-  const std::string name = std::string("kernel fwd ") + to_string(key.in) + " d" + str(key.head_dim_qk);
-  if (e == nullptr) return Status(StatusCode::kNotBuilt, name + " is not in the manifest");
-  if (e->launch == nullptr)
-    return Status(StatusCode::kNotBuilt, name + " is not in this build's kernel set '" + detail::kernel_set() + "'");
   FwdParams p = fwd_resolve_schedule(params);
   if (p.softmax_scale == 0.f) p.softmax_scale = 1.f / std::sqrt(float(p.head_dim));
   if (p.sm_count == 0 || p.sm_count > dev.sm_count) p.sm_count = dev.sm_count;

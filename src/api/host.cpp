@@ -11,6 +11,10 @@ Status invalid_arg(const std::string& arg, const std::string& expected, const st
   return Status::invalid(arg + ": expected " + expected + ", got " + actual);
 }
 
+Status unsupported_arg(const std::string& arg, const std::string& expected, const std::string& actual) {
+  return Status::unsupported(arg + ": expected " + expected + ", got " + actual);
+}
+
 Status cuda_status(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return Status::ok();
   cudaGetLastError();
@@ -23,6 +27,7 @@ namespace {
 struct DeviceCache {
   std::mutex mutex;
   std::vector<DeviceInfo> devices;
+  int queries = 0;  // under mutex
 };
 
 DeviceCache& device_cache() {
@@ -49,11 +54,29 @@ Status query_device(int device, DeviceInfo* out) {
   return Status::ok();
 }
 
+/// cudaGetDevice's answers that mean "no usable GPU here" rather than a failing call: no device, no driver or one
+/// too old for this runtime, only the stub libcuda (a container without the driver), devices busy or unavailable,
+/// a driver/runtime mismatch, or an initialisation failure.
+bool no_usable_gpu(cudaError_t e) {
+  switch (e) {
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorStubLibrary:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorInitializationError:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 Status current_sm90_device(DeviceInfo* out) {
   int device = 0;
-  if (const cudaError_t e = cudaGetDevice(&device); e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
+  if (const cudaError_t e = cudaGetDevice(&device); no_usable_gpu(e)) {
     cudaGetLastError();
     return Status::unsupported(std::string("device: expected a CUDA GPU of compute capability 9.x (sm_90a) and a "
                                            "driver for CUDA 13, got none (cudaGetDevice: ") +
@@ -68,6 +91,7 @@ Status current_sm90_device(DeviceInfo* out) {
     if (device >= 0 && size_t(device) < cache.devices.size() && cache.devices[size_t(device)].device == device) {
       d = cache.devices[size_t(device)];
     } else {
+      ++cache.queries;
       if (Status s = query_device(device, &d); !s) return s;
       if (size_t(device) >= cache.devices.size()) cache.devices.resize(size_t(device) + 1);
       cache.devices[size_t(device)] = d;
@@ -78,6 +102,12 @@ Status current_sm90_device(DeviceInfo* out) {
                                "." + std::to_string(d.cc_minor));
   *out = d;
   return Status::ok();
+}
+
+int device_attribute_queries() {
+  DeviceCache& cache = device_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.queries;
 }
 
 Status check_device_pointers(std::initializer_list<std::pair<const char*, const void*>> pointers) {

@@ -18,6 +18,10 @@ namespace fmha::detail {
 /// kInvalidArgument "<arg>: expected <expected>, got <actual>": the one format of every argument error.
 Status invalid_arg(const std::string& arg, const std::string& expected, const std::string& actual);
 
+/// kNotSupported "<arg>: expected <expected>, got <actual>": a valid request that no kernel of this build (or this
+/// device) can run, in the same format.
+Status unsupported_arg(const std::string& arg, const std::string& expected, const std::string& actual);
+
 /// ok when `err` is cudaSuccess, else kCudaError "<what>: <CUDA message>"; an error also clears the runtime's
 /// last-error slot, so that none is left behind for the caller's next CUDA call.
 Status cuda_status(cudaError_t err, const char* what);
@@ -35,6 +39,10 @@ struct DeviceInfo {
 /// no driver for this CUDA runtime; kNotSupported "device: expected compute capability 9.x (sm_90a), got M.m" for
 /// another architecture; kCudaError for any other failing call.
 Status current_sm90_device(DeviceInfo* out);
+
+/// How many times current_sm90_device has queried a device's attributes from the runtime in this process (once per
+/// device when the cache works; for tests).
+int device_attribute_queries();
 
 /// kInvalidArgument naming the first pointer of `pointers` (name, pointer) that is not null and not device-accessible
 /// (host memory that is neither registered nor mapped), as cudaPointerGetAttributes reports it; a kernel that

@@ -113,21 +113,40 @@ TEST(CApi, ParamsInitSetsVersionAndTheCppDefaults) {
   EXPECT_EQ(c.softmax_scale, 0.f);
 }
 
-TEST(CApi, ContiguousStridesMatchTheCppOnes) {
-  fmha_fwd_params c;
-  fmha_fwd_params_init(&c);
-  c.heads_q = 8, c.heads_kv = 2, c.head_dim = 64, c.seqlen_q = 300, c.seqlen_k = 500;
-  fmha_fwd_params_set_contiguous_strides(&c);
-  fmha::FwdParams p;
-  p.heads_q = 8, p.heads_kv = 2, p.head_dim = 64, p.seqlen_q = 300, p.seqlen_k = 500;
-  fmha::set_contiguous_strides(p);
+void expect_same_strides(const fmha_fwd_params& c, const fmha::FwdParams& p) {
   EXPECT_EQ(c.q_row_stride, p.q_row_stride);
+  EXPECT_EQ(c.q_head_stride, p.q_head_stride);
   EXPECT_EQ(c.q_batch_stride, p.q_batch_stride);
   EXPECT_EQ(c.k_row_stride, p.k_row_stride);
+  EXPECT_EQ(c.k_head_stride, p.k_head_stride);
   EXPECT_EQ(c.k_batch_stride, p.k_batch_stride);
+  EXPECT_EQ(c.v_row_stride, p.v_row_stride);
   EXPECT_EQ(c.v_head_stride, p.v_head_stride);
+  EXPECT_EQ(c.v_batch_stride, p.v_batch_stride);
   EXPECT_EQ(c.o_row_stride, p.o_row_stride);
-  EXPECT_EQ(c.k_batch_stride, int64_t(500) * 2 * 64);
+  EXPECT_EQ(c.o_head_stride, p.o_head_stride);
+  EXPECT_EQ(c.o_batch_stride, p.o_batch_stride);
+}
+
+TEST(CApi, ContiguousStridesMatchTheCppOnes) {
+  for (const bool varlen : {false, true})
+    for (const int dv : {0, 64, 32}) {
+      fmha_fwd_params c;
+      fmha_fwd_params_init(&c);
+      c.heads_q = 8, c.heads_kv = 2, c.head_dim = 64, c.head_dim_v = dv, c.seqlen_q = 300, c.seqlen_k = 500;
+      c.cu_seqlens_q = varlen ? reinterpret_cast<const int32_t*>(g_buf) : nullptr;
+      fmha_fwd_params_set_contiguous_strides(&c);
+      fmha::FwdParams p;
+      p.heads_q = 8, p.heads_kv = 2, p.head_dim = 64, p.head_dim_v = dv, p.seqlen_q = 300, p.seqlen_k = 500;
+      p.cu_seqlens_q = c.cu_seqlens_q;
+      fmha::set_contiguous_strides(p);
+      expect_same_strides(c, p);
+      const int64_t v = dv ? dv : 64;  // V and O follow head_dim_v, Q and K head_dim
+      EXPECT_EQ(c.k_batch_stride, varlen ? 0 : int64_t(500) * 2 * 64);
+      EXPECT_EQ(c.v_batch_stride, varlen ? 0 : int64_t(500) * 2 * v);
+      EXPECT_EQ(c.o_row_stride, 8 * v);
+      EXPECT_EQ(c.q_row_stride, 8 * 64);
+    }
 }
 
 int call(const fmha_fwd_params& c, std::string* msg) {
@@ -184,10 +203,44 @@ TEST(CApi, FwdPassesTheFieldsThrough) {
   bad = c, bad.sm_count = -1;
   EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kInvalidArgument));
   EXPECT_EQ(m.rfind("sm_count: ", 0), 0u) << m;
+  // lse, cu_seqlens, the scale and the alignment code reach the validation too.
+  bad = c, bad.lse = reinterpret_cast<float*>(g_buf + 2);
+  EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m.rfind("lse: expected a 4-byte aligned address", 0), 0u) << m;
+  bad = c, bad.cu_seqlens_q = reinterpret_cast<const int32_t*>(g_buf);
+  EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m, "cu_seqlens_k: expected a device pointer (cu_seqlens_q is set), got null");
+  bad = c, bad.softmax_scale = -1.f;
+  EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m.rfind("softmax_scale: ", 0), 0u) << m;
+  bad = c, bad.causal_align = 2;
+  EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m, "causal_align: expected 0 (qbegin) or 1 (qend), got 2");
+  bad = c, bad.reserved = 1;
+  EXPECT_EQ(call(bad, &m), int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m.rfind("reserved: expected 0", 0), 0u) << m;
+  // The positional shim forwards the same fields.
+  char err[256] = {0};
+  int rc = fmha_fwd_contiguous(1, 2, 8, 2, 64, 512, 512, nullptr, nullptr, 0, 0, g_buf, g_buf, g_buf, g_buf,
+                               reinterpret_cast<float*>(g_buf + 2), 0, 0, 0.f, 0, 0, nullptr, err, sizeof err);
+  EXPECT_EQ(rc, int(fmha::StatusCode::kInvalidArgument));
+  EXPECT_EQ(std::string(err).rfind("lse: expected a 4-byte aligned address", 0), 0u) << err;
+  rc = fmha_fwd_contiguous(1, 2, 8, 2, 64, 512, 512, reinterpret_cast<const int*>(g_buf), nullptr, 0, 0, g_buf, g_buf,
+                           g_buf, g_buf, nullptr, 0, 0, 0.f, 0, 0, nullptr, err, sizeof err);
+  EXPECT_STREQ(err, "cu_seqlens_k: expected a device pointer (cu_seqlens_q is set), got null");
+  rc = fmha_fwd_contiguous(1, 2, 8, 2, 64, 512, 512, nullptr, nullptr, 0, 0, g_buf, g_buf, g_buf, g_buf, nullptr, 0,
+                           0, -2.f, 0, 0, nullptr, err, sizeof err);
+  EXPECT_EQ(std::string(err).rfind("softmax_scale: ", 0), 0u) << err;
+  // err: the message cut to err_len - 1 bytes and NUL-terminated.
+  bad = c, bad.heads_kv = 3;
+  char msg_small[8];
+  std::memset(msg_small, 'x', sizeof msg_small);
+  fmha_fwd(&bad, nullptr, 0, nullptr, msg_small, sizeof msg_small);
+  EXPECT_STREQ(msg_small, "heads_q");
   EXPECT_EQ(fmha_fwd_workspace_size(&c), 0u);
   EXPECT_EQ(fmha_fwd_workspace_size(nullptr), 0u);
   // A valid problem on host memory: refused either way (no GPU: not supported; GPU: a host pointer).
-  const int rc = call(c, &m);
+  rc = call(c, &m);
   EXPECT_TRUE(rc == int(fmha::StatusCode::kNotSupported) || rc == int(fmha::StatusCode::kInvalidArgument)) << m;
 }
 

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
+#include <vector>
 
 #include "api/host.h"
 #include "fmha/c_api.h"
@@ -42,16 +44,30 @@ double host_us_per_call(Fn fn, int n, cudaStream_t stream) {
 
 TEST(FwdGpuHost, DeviceInfoIsCachedAndRight) {
   FMHA_REQUIRE_GPU();
-  fmha::detail::DeviceInfo a, b;
+  fmha::detail::DeviceInfo a;
   ASSERT_TRUE(fmha::detail::current_sm90_device(&a).is_ok());
-  ASSERT_TRUE(fmha::detail::current_sm90_device(&b).is_ok());
+  const int queries = fmha::detail::device_attribute_queries();
+  EXPECT_GE(queries, 1);
+  // Many threads at once: every answer right, and no new query of the device already seen.
+  std::vector<std::thread> threads;
+  std::vector<int> sm_counts(16, -1);
+  for (int i = 0; i < 16; ++i)
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 1000; ++k) {
+        fmha::detail::DeviceInfo d;
+        if (!fmha::detail::current_sm90_device(&d).is_ok()) return;
+        sm_counts[size_t(i)] = d.sm_count;
+      }
+    });
+  for (auto& t : threads) t.join();
   int sms = 0, dev = -1;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
   EXPECT_EQ(a.device, dev);
   EXPECT_EQ(a.cc_major, 9);
   EXPECT_EQ(a.sm_count, sms);
-  EXPECT_EQ(b.sm_count, a.sm_count);
+  for (int n : sm_counts) EXPECT_EQ(n, sms);
+  EXPECT_EQ(fmha::detail::device_attribute_queries(), queries) << "the device was queried again: no cache";
 }
 
 TEST(FwdGpuHost, PointerAndWorkspaceChecksOnDeviceMemory) {

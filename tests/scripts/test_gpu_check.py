@@ -31,6 +31,8 @@ def gpu_check(build, tmp, smi_rc):
 
 def main():
     build = os.path.abspath(sys.argv[1])
+    for exe in ("tests/fmha_gpu_tests", "bin/fmha_fwd"):  # else gpu_check.sh would run setup.sh (a full build)
+        check(os.access(os.path.join(build, exe), os.X_OK), f"{build}/{exe} missing: build the tests and tools first")
     try:
         real = subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
     except OSError:
