@@ -6,7 +6,7 @@
 #   NAME    the column name in the benchmark; the library goes to build-ab/NAME/libfmha_c.so (its build tree to
 #           build-ab-obj/NAME)
 #   REF     a git commit, branch or tag to build (checked out in a temporary worktree), or "." for the working tree
-#   DEFINE  compile definitions for host and device code, e.g. FMHA_TUNE_FWD_LAZY_RESCALE=0 (without -D)
+#   DEFINE  compile definitions for host and device code, e.g. FMHA_TIMELINE=1 (without -D)
 #
 # All A/B libraries (about 2 MB each) live under build-ab/, so one `carry` entry ("build-ab") takes them all to the
 # GPU machine (the device tool carries at most 8 paths and 64 MiB). There, for example:

@@ -22,28 +22,20 @@ constexpr int fwd_block_m(int head_dim_tile) { return head_dim_tile <= 64 ? 192 
 /// its tiles' second Q·Kᵀ early (v10), it is ahead at 2k and 4k too: 2048 against 1024 +2.3 to +4.7 % at causal 2k
 /// (three runs, both dtypes), 4096 against 2048 +1.3 to +3.9 % at causal 4k (two runs). With the row sums on the
 /// tensor cores in the causal 192-row kernels too (v13), 2048 against 4096 gained +2.7 / +3.4 % at causal 4k
-/// (bf16 / fp16) and 1024 matched 2048 at 2k (−0.2 / +0.2 %), so the limit is back at 2048. A/B hook
-/// FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS.
-#ifndef FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS
-#define FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS 2048
-#endif
-constexpr int kFwdShortCausalMaxKeys = FMHA_TUNE_FWD_SHORT_CAUSAL_MAX_KEYS;
+/// (bf16 / fp16) and 1024 matched 2048 at 2k (−0.2 / +0.2 %), so the limit is back at 2048.
+constexpr int kFwdShortCausalMaxKeys = 2048;
 
 /// Longest key length (per entry; the varlen maximum) for which non-causal problems at head-dim tiles up to 64 use
 /// 128-row tiles too. Against the 192-row kernel (two runs, both dtypes, docs/perf-log.md v11): +2.2 to +2.5 % at
-/// 1k, +0.2 to +0.9 % at 512, −3 to −5 % at 2k, −3 to −6 % at 4k and −8 to −10 % at 8k–16k. A/B hook
-/// FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS (0 = never; the two-warpgroup non-causal kernel is then not built).
-#ifndef FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS
-#define FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS 1024
-#endif
-constexpr int kFwdShortNonCausalMaxKeys = FMHA_TUNE_FWD_SHORT_NONCAUSAL_MAX_KEYS;
+/// 1k, +0.2 to +0.9 % at 512, −3 to −5 % at 2k, −3 to −6 % at 4k and −8 to −10 % at 8k–16k.
+constexpr int kFwdShortNonCausalMaxKeys = 1024;
 
 /// Query rows per CTA tile for a problem: fwd_block_m(head_dim_tile), or 128 for short problems at head-dim tiles up
 /// to 64 (kFwdShortCausalMaxKeys, kFwdShortNonCausalMaxKeys). Read by the launch code and by the host validation
 /// and names.
 constexpr int fwd_block_m_for(int head_dim_tile, bool causal, int seqlen_k) {
   const bool short_rows = causal ? seqlen_k <= kFwdShortCausalMaxKeys
-                                 : kFwdShortNonCausalMaxKeys > 0 && seqlen_k <= kFwdShortNonCausalMaxKeys;
+                                 : seqlen_k <= kFwdShortNonCausalMaxKeys;
   return head_dim_tile <= 64 && short_rows ? 128 : fwd_block_m(head_dim_tile);
 }
 
@@ -62,27 +54,16 @@ constexpr int fwd_rows_per_tile(int head_dim, bool causal, int seqlen_k) {
 /// registers (v12) +0.4 to +3.4 % at d 64 non-causal 2k–16k; in L's odd columns (v13) a further +1.4 to +3.4 % at
 /// 4k–16k, ±0.3 % at 2k; causal (v13) +1.4 / +1.5 % at 8k and, with 192-row tiles from 2049 keys, +4 % at 4k
 /// against the same tiles with FADD sums. In the two-warpgroup kernels a first version lost 0.5–8.4 % (d 128, and
-/// d 64 short rows). A/B hook
-/// FMHA_TUNE_FWD_MMA_ROWSUM: 0 = never, 1 = non-causal 192-row tiles, 2 = every kernel, 3 = every 192-row kernel.
-#ifndef FMHA_TUNE_FWD_MMA_ROWSUM
-#define FMHA_TUNE_FWD_MMA_ROWSUM 3
-#endif
-constexpr int kFwdMmaRowSum = FMHA_TUNE_FWD_MMA_ROWSUM;
-constexpr bool fwd_mma_row_sum(int block_m, bool causal) {
-  return kFwdMmaRowSum == 2 || (kFwdMmaRowSum == 1 && block_m == 192 && !causal) ||
-         (kFwdMmaRowSum == 3 && block_m == 192);
-}
+/// d 64 short rows).
+constexpr bool fwd_mma_row_sum(int block_m, bool /*causal*/) { return block_m == 192; }
 
 /// Keys per mainloop block.
 constexpr int fwd_block_n(int /*head_dim_tile*/) { return 128; }
 
-/// Shared-memory pipeline stages for K and for V. A/B hook FMHA_TUNE_FWD_STAGES_SMALL_D: stages at head-dim tiles
-/// up to 64 (at 128, two Q buffers, two K and two V stages take 192 KiB, with the O staging about 226 KiB of the
-/// 227 KiB a CTA may have).
-#ifndef FMHA_TUNE_FWD_STAGES_SMALL_D
-#define FMHA_TUNE_FWD_STAGES_SMALL_D 2
-#endif
-constexpr int fwd_stages(int head_dim_tile) { return head_dim_tile <= 64 ? FMHA_TUNE_FWD_STAGES_SMALL_D : 2; }
+/// Shared-memory pipeline stages for K and for V: two at every head-dim tile (at 128, two Q buffers, two K and two V
+/// stages take 192 KiB, with the O staging about 226 KiB of the 227 KiB a CTA may have; deeper pipelines at head-dim
+/// tiles up to 64 measured no gain, docs/perf-log.md v13).
+constexpr int fwd_stages(int /*head_dim_tile*/) { return 2; }
 
 /// Largest head dim the forward kernels take.
 constexpr int kFwdMaxHeadDim = 128;

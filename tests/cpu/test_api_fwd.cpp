@@ -193,22 +193,22 @@ TEST(ApiFwd, KernelNames) {
 }
 
 TEST(ApiFwd, RowSumsOnTensorCoresByTileAndMask) {
-  // tiles::fwd_mma_row_sum decides both the kernel's row-sum path and the LSE model of the GPU tests.
+  // tiles::fwd_mma_row_sum decides both the kernel's row-sum path and the LSE model of the GPU tests: the 192-row
+  // (three-warpgroup) kernels sum on the tensor cores, under both masks; the 128-row kernels add the fp32 P.
   namespace t = fmha::tiles;
-  const bool every = t::kFwdMmaRowSum == 2, all192 = t::kFwdMmaRowSum == 3 || every;
-  const bool nc192 = t::kFwdMmaRowSum == 1 || all192;
-  EXPECT_EQ(t::fwd_mma_row_sum(192, false), nc192);
-  EXPECT_EQ(t::fwd_mma_row_sum(192, true), all192);
-  EXPECT_EQ(t::fwd_mma_row_sum(128, false), every);
-  EXPECT_EQ(t::fwd_mma_row_sum(128, true), every);
+  EXPECT_TRUE(t::fwd_mma_row_sum(192, false));
+  EXPECT_TRUE(t::fwd_mma_row_sum(192, true));
+  EXPECT_FALSE(t::fwd_mma_row_sum(128, false));
+  EXPECT_FALSE(t::fwd_mma_row_sum(128, true));
   // Which problems get 192-row tiles: non-causal past the short limit at head-dim tiles up to 64, never at 128.
   const int past_short = t::kFwdShortNonCausalMaxKeys + 1;
-  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, false, past_short), false), nc192);
-  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(40, false, past_short), false), nc192);  // head-dim tile 64
-  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(128, false, 16384), false), every);
+  EXPECT_TRUE(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, false, past_short), false));
+  EXPECT_TRUE(t::fwd_mma_row_sum(t::fwd_rows_per_tile(40, false, past_short), false));  // head-dim tile 64
+  EXPECT_FALSE(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, false, t::kFwdShortNonCausalMaxKeys), false));
+  EXPECT_FALSE(t::fwd_mma_row_sum(t::fwd_rows_per_tile(128, false, 16384), false));
   // Causal past the short causal limit at head-dim tiles up to 64: 192-row tiles too; at or below it 128-row ones.
-  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, true, t::kFwdShortCausalMaxKeys + 1), true), all192);
-  EXPECT_EQ(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, true, t::kFwdShortCausalMaxKeys), true), every);
+  EXPECT_TRUE(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, true, t::kFwdShortCausalMaxKeys + 1), true));
+  EXPECT_FALSE(t::fwd_mma_row_sum(t::fwd_rows_per_tile(64, true, t::kFwdShortCausalMaxKeys), true));
 }
 
 TEST(ApiFwd, ManifestListsEveryForwardUnit) {
@@ -230,12 +230,17 @@ TEST(ApiFwd, LaunchWithoutGpuFailsCleanly) {
   // A valid problem on host buffers: without a GPU (or driver) "not supported" naming the device; with a GPU the
   // host pointer is refused before any launch.
   s = fmha::fwd(valid());
-  int devices = 0;
+  int devices = 0, major = 0, device = 0;
   const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  if (gpu && cudaGetDevice(&device) == cudaSuccess)
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   cudaGetLastError();
-  if (gpu) {
+  if (gpu && major == 9) {
     EXPECT_EQ(s.code(), fmha::StatusCode::kInvalidArgument) << s.message();
     EXPECT_EQ(s.message(), "q: expected device-accessible memory, got a host pointer");
+  } else if (gpu) {  // a GPU of another architecture
+    EXPECT_EQ(s.code(), fmha::StatusCode::kNotSupported) << s.message();
+    EXPECT_EQ(s.message().rfind("device: expected compute capability 9.x (sm_90a), got ", 0), 0u) << s.message();
   } else {
     EXPECT_EQ(s.code(), fmha::StatusCode::kNotSupported) << s.message();
     EXPECT_EQ(s.message().rfind("device: expected a CUDA GPU of compute capability 9.x", 0), 0u) << s.message();

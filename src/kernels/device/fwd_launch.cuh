@@ -20,95 +20,14 @@ using namespace cute;
 
 using detail::cuda_status;
 
-// A/B hook: the L2 share (MiB) one tile-order section's K and V may take; 0 = one section (the order before v5).
-#ifndef FMHA_TUNE_FWD_L2_SECTION_MIB
-#define FMHA_TUNE_FWD_L2_SECTION_MIB 16
-#endif
-
-// Tuning hooks (on by default, v9 in docs/perf-log.md): 1 = dense causal problems on the persistent scheduler walk
-// units of two query blocks whose causal lengths add up to about the same (kernel::decode_tile), and use L2 sections
-// (fwd_l2_section_bh). Measured on the H200: +3–6 % at causal 512–1k in most runs, −1.5 to +4.5 % at d 128 causal
-// 2k–4k, about −1 % at 8k–16k (code generation only: one CTA per tile there).
-#ifndef FMHA_TUNE_FWD_PAIR_ORDER
-#define FMHA_TUNE_FWD_PAIR_ORDER 1
-#endif
-#ifndef FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL
-#define FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL 1
-#endif
-// Tuning hook (v15 in docs/perf-log.md): 1 = dense causal problems on the one-CTA-per-tile scheduler use L2
-// sections too. With one section, the CTAs that run together hold the longest query blocks of every (batch, head)
-// and read all their K and V: at d 128 causal 8k, 1.13 GB from DRAM against 0.20 GB compulsory (cuDNN reads 0.20),
-// which at the H200's 700 W power cap costs clock (1575 against cuDNN's 1725 MHz, bench/power_probe.py). With
-// sections: 0.20 GB, 1710 MHz, +4.0 to +7.6 % sustained at d 64 / d 128 causal 8k–16k (bf16, one 2 s window per
-// problem; within noise in the benchmark's 20 ms loops). The hardware hands tiles to CTAs as others finish, so
-// sections keep their balance (the static round robin of the persistent scheduler needed pairs).
-#ifndef FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL_INDIVIDUAL
-#define FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL_INDIVIDUAL 1
-#endif
-
-/// (batch, head) pairs per section of the tile order (kernel::decode_tile): as many query heads as share K and V
-/// of at most FMHA_TUNE_FWD_L2_SECTION_MIB (a third of the H100/H200's 50 MB L2), at least one, at most all.
-/// K and V bytes per query head = 2 · seqlen_k · head_dim · element size / (heads_q / heads_kv).
-/// Causal problems kept one section until v9: their tiles differ in length, and with the longest-first order only one
-/// section balances the persistent scheduler's static round robin (sections measured −5–8 % at causal 512–2k, ±3 %
-/// above, v5). With FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL, dense causal problems on the persistent scheduler get
-/// sections, balanced by the paired order (FMHA_TUNE_FWD_PAIR_ORDER; both needed, see fwd_pair_order); with
-/// FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL_INDIVIDUAL, dense causal problems on the one-CTA-per-tile scheduler too.
-/// Varlen problems keep one section too: their entries differ in length as well, and sections sized by the longest
-/// entry were not measured.
-inline int fwd_l2_section_bh(const FwdParams& a, size_t element_bytes, bool pair_order) {
-  const int64_t bh_count = int64_t(a.batch) * a.heads_q;
-  const bool causal_sections =
-      (FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL != 0 && pair_order) ||
-      (FMHA_TUNE_FWD_L2_SECTIONS_CAUSAL_INDIVIDUAL != 0 && a.scheduler == TileScheduler::kIndividual);
-  if (FMHA_TUNE_FWD_L2_SECTION_MIB <= 0 || (a.mask == MaskType::kCausal && !causal_sections) ||
-      a.cu_seqlens_q != nullptr)
-    return int(bh_count);
-  const int group = a.heads_q / a.heads_kv;
-  const double kv_bytes_per_head = 2.0 * std::max(a.seqlen_k, 1) * a.head_dim * double(element_bytes) / group;
-  const double budget = double(FMHA_TUNE_FWD_L2_SECTION_MIB) * 1024 * 1024;
-  const int64_t n = std::max<int64_t>(1, int64_t(budget / kv_bytes_per_head));
-  return int(std::min(n, bh_count));
-}
-
-/// Whether a problem walks the paired tile order (kernel::decode_tile): dense causal problems on the persistent
-/// scheduler (one CTA per tile leaves the balance to the hardware, and varlen entries differ in their block counts)
-/// with at least as many units as CTAs (with fewer, pairing would run two tiles in series on one CTA while others
-/// idle), while the paired slot count 2 · ceil(m_blocks / 2) · batch · heads stays within 2^30 (an int with room).
-inline bool fwd_pair_order(const FwdParams& a, int m_blocks) {
-  const int64_t units = (int64_t(m_blocks) + 1) / 2 * a.batch * a.heads_q;
-  return FMHA_TUNE_FWD_PAIR_ORDER != 0 && a.mask == MaskType::kCausal && a.cu_seqlens_q == nullptr &&
-         a.scheduler == TileScheduler::kPersistent && units >= a.sm_count && 2 * units <= (int64_t(1) << 30);
-}
-
-/// Sets the divisors of kernel::decode_tile from p.batch, p.heads_q, p.m_blocks, p.section_bh and p.pair_order:
-/// units per section (section_bh · units per (batch, head): ⌊m_blocks / 2⌋ paired, m_blocks plain; at least 1, as a
-/// paired problem with one query block per head has no full pair and never divides), (batch, head) pairs of a full
-/// and of the last section, query heads. Every dividend is < num_tiles ≤ 2^30, inside FastDivmod's exact range.
-template <class Params>
-void fwd_tile_divisors(Params& p) {
-  const int bh_count = p.batch * p.heads_q;
-  const int per_bh = p.pair_order ? p.m_blocks / 2 : p.m_blocks;
-  const int sections = (bh_count + p.section_bh - 1) / p.section_bh;
-  p.div_section = cutlass::FastDivmod(std::max(1, p.section_bh * per_bh));
-  p.div_bh_full = cutlass::FastDivmod(p.section_bh);
-  p.div_bh_last = cutlass::FastDivmod(bh_count - (sections - 1) * p.section_bh);
-  p.div_heads = cutlass::FastDivmod(p.heads_q);
-}
-
 template <class Config, bool Causal, bool PingPong>
 Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   using Element = typename Config::Element;
   using Params = kernel::FwdKernelParams<Config>;
   const bool varlen = a.cu_seqlens_q != nullptr;
 
-  const int block_m = Config::kBlockM;
-  const int m_blocks = (a.seqlen_q + block_m - 1) / block_m;
-  const bool pair_order = fwd_pair_order(a, m_blocks);
-  // ≤ 2^30, checked by fwd_validate (plain order) and fwd_pair_order (paired slots, one per tile and one per odd
-  // middle block)
-  const int num_tiles = (pair_order ? 2 * ((m_blocks + 1) / 2) : m_blocks) * a.batch * a.heads_q;
-  if (num_tiles == 0) return Status::ok();  // no query rows: nothing to compute or write
+  const kernel::FwdTileOrder order = kernel::make_fwd_tile_order(a, Config::kBlockM, sizeof(Element));
+  if (order.num_tiles == 0) return Status::ok();  // no query rows: nothing to compute or write
 
   // (rows, head dim, heads, batch) views of the caller's tensors. Varlen tensors are one packed "batch".
   // TMA descriptors need every extent ≥ 1 and non-zero strides: a tensor with no rows (Sk = 0, or all varlen
@@ -156,17 +75,7 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   p.cu_q = a.cu_seqlens_q;
   p.cu_k = a.cu_seqlens_k;
   p.total_q = a.total_q;
-  p.batch = a.batch;
-  p.heads_q = a.heads_q;
-  p.group = a.heads_q / a.heads_kv;
-  p.head_dim = a.head_dim;
-  p.seqlen_q = a.seqlen_q;
-  p.seqlen_k = a.seqlen_k;
-  p.m_blocks = m_blocks;
-  p.num_tiles = num_tiles;
-  p.section_bh = fwd_l2_section_bh(a, sizeof(Element), pair_order);
-  p.pair_order = pair_order;
-  fwd_tile_divisors(p);
+  p.order = order;
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
   p.causal_qend = a.causal_align == CausalAlign::kQEnd;
@@ -176,8 +85,7 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                          "cudaFuncSetAttribute(fwd_kernel, max dynamic shared memory)");
   if (!s) return s;
-  const bool persistent = a.scheduler == TileScheduler::kPersistent;
-  const int grid = persistent ? std::min(p.num_tiles, a.sm_count) : p.num_tiles;
+  const int grid = kernel::fwd_grid(order, a);
 #ifdef FMHA_TIMELINE
   // Diagnostic builds only (compile definition FMHA_TIMELINE; scripts/timeline.py): when $FMHA_TIMELINE_FILE is set,
   // the first kernel::kTimelineCtas CTAs stamp their phases into a device buffer, written to that file (overwritten)
@@ -224,9 +132,7 @@ Status fwd_launch(const FwdParams& a, cudaStream_t stream) {
   if constexpr (tiles::fwd_block_m(HeadDim) != 128) {
     if (tiles::fwd_block_m_for(HeadDim, causal, a.seqlen_k) == 128) {  // short rows: two warpgroups
       using Short = kernel::FwdConfig<Element, HeadDim, 128>;
-      if constexpr (tiles::kFwdShortNonCausalMaxKeys > 0) {
-        if (!causal) return pingpong ? fwd_run<Short, false, true>(a, stream) : fwd_run<Short, false, false>(a, stream);
-      }
+      if (!causal) return pingpong ? fwd_run<Short, false, true>(a, stream) : fwd_run<Short, false, false>(a, stream);
       return pingpong ? fwd_run<Short, true, true>(a, stream) : fwd_run<Short, true, false>(a, stream);
     }
   }

@@ -26,6 +26,7 @@
 
 #include "kernels/fusion/mask.hpp"
 #include "kernels/fwd_tiles.h"
+#include "kernels/kernel/tile_scheduler.hpp"
 
 namespace fmha::kernel {
 
@@ -165,17 +166,7 @@ struct FwdKernelParams {
   const int* cu_q;  // null: dense
   const int* cu_k;
   int total_q;
-  int batch, heads_q, group;  // group = heads_q / heads_kv
-  int head_dim;               // actual head dim (≤ Config::kHeadDim)
-  int seqlen_q, seqlen_k;     // dense lengths / varlen maxima
-  int m_blocks;
-  int num_tiles;
-  int section_bh;    // (batch, head) pairs per L2 section of the tile order (≥ 1), see decode_tile
-  // decode_tile's divisors, precomputed on the host (integer division by a run-time value is ~25 dependent
-  // instructions with a MUFU.RCP; a FastDivmod is a multiply-high and a shift): units per section, (batch, head)
-  // pairs of a full section and of the last one, query heads. Set by fwd_tile_divisors.
-  cutlass::FastDivmod div_section, div_bh_full, div_bh_last, div_heads;
-  bool pair_order;   // causal pairs of query blocks per CTA (dense causal, persistent), see decode_tile
+  FwdTileOrder order;  // extents and tile order (tile_scheduler.hpp): batch, heads_q, group, head_dim, seqlen_q / _k, …
   float scale;       // softmax scale
   float scale_log2;  // scale · log2(e)
   bool causal_qend;
@@ -191,48 +182,12 @@ struct FwdTile {
   int sq, sk;
 };
 
-/// Tile order. The (batch, head) pairs are cut into sections of p.section_bh consecutive pairs, sized on the host
-/// so that one section's K and V fit in a share of the L2 cache; the sections run one after the other. Inside a
-/// section the tile index runs over (batch, head) fastest and query blocks from the last to the first, so the longest
-/// causal tiles start first (longest-processing-time-first), and the CTAs that run at the same time read the K/V of
-/// a few heads only (L2 reuse; the same idea as FlashAttention-3's L2-sized head sections in its tile scheduler).
-/// section_bh = batch · heads gives one section: (batch, head) fastest over the whole problem. The host keeps
-/// section_bh in [1, batch · heads], so section_bh · m_blocks ≤ num_tiles ≤ 2^30 fits an int.
-///
-/// Paired order (p.pair_order, perf-log v9): the order runs over units of two slots, t = 2·u + s. Unit u holds
-/// query blocks m_blocks − 1 − q and q of one (batch, head) pair (2·q + 1 < m_blocks), the longer first: under a
-/// causal mask their key blocks add up to about the same for every q, so a static round robin over units balances
-/// the CTAs inside L2 sections too (the longest-first order only balances when every wave holds one block height,
-/// that is with one section). When m_blocks is odd the middle block's unit has it once: its second slot decodes to
-/// m_block = m_blocks, past the entry, which both loops skip; those units come after every pair, in (batch, head)
-/// order, so that they (half as long) fill the last waves. num_tiles = 2 · ceil(m_blocks / 2) · batch · heads.
-/// MayPair: the kernel is causal (only causal problems walk the paired order; false compiles the pairing away).
+/// The tile of index t (FwdTileScheduler over p.order) with its entry's rows and lengths (varlen: from the
+/// cumulative lengths). MayPair: the kernel is causal.
 template <bool MayPair, class Config>
 CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
   FwdTile w;
-  const bool pairs = MayPair && p.pair_order;
-  const int bh_count = p.batch * p.heads_q;
-  const int slot = pairs ? (t & 1) : 0;
-  const int u = pairs ? (t >> 1) : t;
-  const int half = p.m_blocks >> 1;  // full pairs per (batch, head)
-  int bh;
-  if (pairs && u >= half * bh_count) {
-    // The middle block of an odd count: one unit per (batch, head), after every pair (half as long as a pair, they
-    // fill the last waves).
-    bh = u - half * bh_count;
-    w.m_block = slot == 0 ? half : p.m_blocks;
-  } else {
-    // section = u / units per section (section_bh · units per (batch, head)), r = the rest; then (batch, head)
-    // fastest: bh = bh0 + r mod n_bh, q = r / n_bh, where n_bh = section_bh except in a partial last section.
-    // The divisors are host-precomputed FastDivmods (fwd_tile_divisors): a multiply-high and a shift each.
-    int section, r, q, bh_in;
-    p.div_section(section, r, u);
-    const int bh0 = section * p.section_bh;
-    (bh0 + p.section_bh > bh_count ? p.div_bh_last : p.div_bh_full)(q, bh_in, r);
-    bh = bh0 + bh_in;
-    w.m_block = pairs && slot == 1 ? q : p.m_blocks - 1 - q;
-  }
-  p.div_heads(w.b, w.h, bh);
+  FwdTileScheduler<MayPair>::decode_into(p.order, t, w);
   if (p.cu_q) {
     w.q_off = p.cu_q[w.b];
     w.sq = p.cu_q[w.b + 1] - w.q_off;
@@ -241,24 +196,10 @@ CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
   } else {
     w.q_off = 0;
     w.k_off = 0;
-    w.sq = p.seqlen_q;
-    w.sk = p.seqlen_k;
+    w.sq = p.order.seqlen_q;
+    w.sk = p.order.seqlen_k;
   }
   return w;
-}
-
-/// The tiles of this CTA, in increasing order: round robin over tiles (blockIdx.x, + gridDim.x, …), or with
-/// p.pair_order over units of two slots: CTA c takes slots 2·u and 2·u + 1 of units u = c, c + gridDim.x, …
-/// (decode_tile). first_tile gives the first index, next_tile the one after t. No overflow: t < num_tiles ≤ 2^30 and
-/// the persistent grid has at most one CTA per SM (the paired order is persistent only).
-template <bool MayPair, class Config>
-CUTLASS_DEVICE int first_tile(FwdKernelParams<Config> const& p) {
-  return MayPair && p.pair_order ? 2 * int(blockIdx.x) : int(blockIdx.x);
-}
-template <bool MayPair, class Config>
-CUTLASS_DEVICE int next_tile(FwdKernelParams<Config> const& p, int t) {
-  if (MayPair && p.pair_order) return (t & 1) ? t + 2 * int(gridDim.x) - 1 : t + 1;
-  return t + int(gridDim.x);
 }
 
 /// Issues one warpgroup MMA over all k-blocks; Wait ≥ 0 waits until at most Wait MMA batches remain in flight.
@@ -288,31 +229,16 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 // unchanged, so the vote only makes the branch uniform), placed before the turn wait instead of between the two
 // GEMM issues. The final O / row_sum and LSE = max · scale + log(row_sum) use the kept max: mathematically the same
 // softmax, rounded differently (P is no longer exactly 1 at the row max; measured max |O − cuDNN| 0.5 → 1 bf16 ulp).
-// Measured +5–7 % at d 128 causal ≥ 4k, +1–5 % at d 64 ≥ 4k (docs/perf-log.md, v5). A/B hook: 0 restores the
-// rescale on every block.
-#ifndef FMHA_TUNE_FWD_LAZY_RESCALE
-#define FMHA_TUNE_FWD_LAZY_RESCALE 1
-#endif
-
-// Early second Q·Kᵀ: at the start of a tile, S = Q·Kᵀ of the second key block is issued together with the first's,
-// so that it runs on the tensor cores during the first block's (masked) softmax instead of after it (perf-log v9:
-// the first block's Q·Kᵀ, waited for at once, and its softmax were un-overlapped per-tile code). It needs a second S
-// accumulator in the tile prologue, so it is on where registers allow: the two-warpgroup kernels at head-dim tiles
-// up to 64 (short problems; measured +0.8–2.5 % at causal 512–1k over the tile decode change alone,
-// perf-log v10). At head-dim tile 128 the causal ping-pong kernel spilled and its mainloop grew (961 -> 1011 SASS
-// instructions); the non-causal one lost 4–6 % at 8k–16k. A/B hook: 1 = two-warpgroup kernels at head-dim tiles up
-// to 64, 2 = every two-warpgroup kernel, 3 = every kernel, 4 = as 1 plus the causal two-warpgroup kernels, 0 = off.
-#ifndef FMHA_TUNE_FWD_EARLY_QK
-#define FMHA_TUNE_FWD_EARLY_QK 1
-#endif
-
-// Row maxima of the softmax in the three-warpgroup kernels: every row's maximum at once, from this many independent
-// partial maxima per row (a power of two dividing a thread's columns of S; perf-log v11). A/B hook: 0 = one row at
-// a time with four partial maxima, as in the two-warpgroup kernels. (A value of 16 made ptxas spill in every
-// kernel.)
-#ifndef FMHA_TUNE_FWD_MAX_CHAINS
-#define FMHA_TUNE_FWD_MAX_CHAINS 8
-#endif
+// Measured +5–7 % at d 128 causal ≥ 4k, +1–5 % at d 64 ≥ 4k (docs/perf-log.md, v5).
+//
+// Early second Q·Kᵀ (kEarlyQK): at the start of a tile, S = Q·Kᵀ of the second key block is issued together with
+// the first's, so that it runs on the tensor cores during the first block's (masked) softmax instead of after it
+// (perf-log v9). It needs a second S accumulator in the tile prologue, so it is on where registers allow: the
+// two-warpgroup kernels at head-dim tiles up to 64 (+0.8–2.5 % at causal 512–1k, perf-log v10). At head-dim tile 128
+// the causal ping-pong kernel spilled and the non-causal one lost 4–6 % at 8k–16k.
+//
+// Row maxima in the three-warpgroup kernels (kRowMaxFirst): every row's maximum at once, from kMaxChains = 8
+// independent partial maxima per row (perf-log v11; 16 made ptxas spill in every kernel).
 
 /// View of a wgmma accumulator ((2, 2, V), M, N) as (rows, columns) = ((2, M), (2, V, N)) for row reductions.
 template <class Layout>
@@ -362,6 +288,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   constexpr int kBlockN = Config::kBlockN;
   constexpr int kHeadDim = Config::kHeadDim;
   using Walk = MaskWalk<kBlockM, kBlockN, Causal>;
+  using Scheduler = FwdTileScheduler<Causal>;
   // Row sums on the tensor cores (FwdConfig, "Softmax row sums on the tensor cores").
   constexpr bool kMmaRowSum = tiles::fwd_mma_row_sum(kBlockM, Causal);
   static_assert(!kMmaRowSum || Config::kOnesTile, "forward kernel: row sums on the tensor cores need the ones tile");
@@ -427,14 +354,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
     Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
     Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
-    for (int t = first_tile<Causal>(p); t < p.num_tiles; t = next_tile<Causal>(p, t)) {
+    for (int t = Scheduler::first(p.order, [] { return int(blockIdx.x); }); t < p.order.num_tiles;
+         t = Scheduler::next(p.order, t, [] { return int(gridDim.x); })) {
       FwdTile w = decode_tile<Causal>(p, t);
       if (w.m_block * kBlockM >= w.sq) continue;
       Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM, w.sq};
       const int n_blocks = walk.n_blocks();
       if (n_blocks == 0) continue;
       const int bq = p.cu_q ? 0 : w.b;
-      const int hk = w.h / p.group;
+      const int hk = w.h / p.order.group;
       Tensor gQ = local_tile(domain_offset(make_coord(w.q_off, _0{}), mQ(_, _, w.h, bq)),
                              Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(w.m_block, _0{}));
       Tensor gK = local_tile(domain_offset(make_coord(w.k_off, _0{}), mK(_, _, hk, bq)),
@@ -516,10 +444,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   auto v_state = cutlass::PipelineState<Config::kStages>();
   const float scale_log2 = p.scale_log2;
   constexpr int kWGs = Config::kConsumerWGs;
-  constexpr bool kEarlyQK = FMHA_TUNE_FWD_EARLY_QK == 3 || (FMHA_TUNE_FWD_EARLY_QK == 2 && kWGs == 2) ||
-                            (FMHA_TUNE_FWD_EARLY_QK == 1 && kWGs == 2 && kHeadDim <= 64) ||
-                            (FMHA_TUNE_FWD_EARLY_QK == 4 && kWGs == 2 && (kHeadDim <= 64 || Causal));
-  constexpr int kMaxChains = FMHA_TUNE_FWD_MAX_CHAINS;
+  constexpr bool kEarlyQK = kWGs == 2 && kHeadDim <= 64;
+  constexpr int kMaxChains = 8;
   constexpr bool kRowMaxFirst = kMaxChains > 0 && kWGs == 3;
   static_assert(!kRowMaxFirst || (kCols % kMaxChains == 0 && (kMaxChains & (kMaxChains - 1)) == 0),
                 "forward kernel: the row-maximum chains must be a power of two that divides the columns");
@@ -537,7 +463,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   };
   if (wg == kWGs - 1) turn_pass();  // a no-op without PingPong
 
-  for (int t = first_tile<Causal>(p); t < p.num_tiles; t = next_tile<Causal>(p, t)) {
+  for (int t = Scheduler::first(p.order, [] { return int(blockIdx.x); }); t < p.order.num_tiles;
+       t = Scheduler::next(p.order, t, [] { return int(gridDim.x); })) {
     FwdTile w = decode_tile<Causal>(p, t);
     if (w.m_block * kBlockM >= w.sq) continue;
     Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM, w.sq};
@@ -620,12 +547,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           mx[r] = quad_allreduce_max<4>(m);
         }
         float new_max = fmaxf(row_max[r], mx[r]);
-        if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE != 0) {
-          // NaN (both -inf) and +inf (first finite max) compare false: those rows update.
-          if ((new_max - row_max[r]) * scale_log2 <= 8.f) new_max = row_max[r];
-        }
+        // Lazy rescaling: NaN (both -inf) and +inf (first finite max) compare false: those rows update.
+        if ((new_max - row_max[r]) * scale_log2 <= 8.f) new_max = row_max[r];
         corr[r] = new_max == -INFINITY ? 1.f : exp2f((row_max[r] - new_max) * scale_log2);
-        if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE != 0) corr[r] = new_max == row_max[r] ? 1.f : corr[r];
+        corr[r] = new_max == row_max[r] ? 1.f : corr[r];
         const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
         if constexpr (kMmaRowSum) {
           // The row sum comes from the P·B wgmma (L), folded into L's odd columns after the P·V batch
@@ -662,10 +587,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       cutlass::arch::NamedBarrier::sync(128, wg_barrier);
     };
 
-    // Rescales O by the factor of the latest softmax block. With lazy rescaling (the default) it runs before the
-    // turn wait, only in warps where some row changed its max; without, between the issue of S = Q·Kᵀ and of
-    // O += P·V (FlashAttention-3 does this for head dims above 128 only), overlapping the Q·Kᵀ GEMM. Either way no
-    // wgmma in flight touches O: the previous block ended with warpgroup_wait<0>.
+    // Rescales O by the factor of the latest softmax block: before the turn wait, only in warps where some row
+    // changed its max (lazy rescaling). No wgmma in flight touches O: the previous block ended with
+    // warpgroup_wait<0>.
     auto rescale_o = [&](float const (&corr)[kRows]) {
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < kRows; ++r)
@@ -786,7 +710,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         pipe_v.consumer_wait(v_state);
         FMHA_TL(4);
         zero_v_tail(n, v_state.index());
-        if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE != 0) {
+        {
           bool need = false;
           CUTLASS_PRAGMA_UNROLL
           for (int r = 0; r < kRows; ++r) need |= corr[r] != 1.f;
@@ -794,7 +718,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         }
         turn_wait();
         wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_state.index()), tSrS);
-        if constexpr (FMHA_TUNE_FWD_LAZY_RESCALE == 0) rescale_o(corr);
         if constexpr (kMmaRowSum) pv_sum_gemm(v_state.index());
         else wg_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
         turn_pass();
@@ -859,7 +782,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       const int i = w.m_block * kBlockM + row;
       if (p.lse != nullptr && (tid_wg % 4) == 0 && i < w.sq) {
         const int64_t idx = p.cu_q ? int64_t(w.h) * p.total_q + w.q_off + i
-                                   : (int64_t(w.b) * p.heads_q + w.h) * p.seqlen_q + i;
+                                   : (int64_t(w.b) * p.order.heads_q + w.h) * p.order.seqlen_q + i;
         p.lse[idx] = lse;
       }
     }
@@ -903,7 +826,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           const int row = idx / kChunks;
           const int col = (idx % kChunks) * 8;
           const int i = row0 + row;
-          if (i < w.sq && col < p.head_dim) {
+          if (i < w.sq && col < p.order.head_dim) {
             const uint4 val = *reinterpret_cast<const uint4*>(&sOw(row, col));
             *reinterpret_cast<uint4*>(o_base + int64_t(w.q_off + i) * p.o_row_stride + col) = val;
           }
@@ -923,7 +846,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         const int row = wg * 64 + idx / kChunks;
         const int col = (idx % kChunks) * 8;
         const int i = w.m_block * kBlockM + row;
-        if (i < w.sq && col < p.head_dim) {
+        if (i < w.sq && col < p.order.head_dim) {
           const uint4 val = *reinterpret_cast<const uint4*>(&sO(row, col));
           *reinterpret_cast<uint4*>(o_base + int64_t(w.q_off + i) * p.o_row_stride + col) = val;
         }
