@@ -24,6 +24,7 @@
 #include <cutlass/numeric_conversion.h>
 #include <cutlass/pipeline/pipeline.hpp>
 
+#include "kernels/collective/online_softmax.hpp"
 #include "kernels/fusion/mask.hpp"
 #include "kernels/fwd_tiles.h"
 #include "kernels/kernel/tile_scheduler.hpp"
@@ -222,14 +223,9 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
   if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(tA));
 }
 
-// Conditional rescaling (FlashAttention-4, Zadouri et al. 2025, "lazy rescaling"): a row keeps its running max
-// until a block's max exceeds it by more than 8 in log2 units after scaling (a factor of 2^8 in P), so P may reach
-// 256 (bf16/fp16 hold it; the fp32 row sums and O accumulators keep the same relative precision), and a warp whose
-// rows all kept theirs skips the O rescale (warp vote; the four threads of a row agree, and a factor of 1 leaves O
-// unchanged, so the vote only makes the branch uniform), placed before the turn wait instead of between the two
-// GEMM issues. The final O / row_sum and LSE = max · scale + log(row_sum) use the kept max: mathematically the same
-// softmax, rounded differently (P is no longer exactly 1 at the row max; measured max |O − cuDNN| 0.5 → 1 bf16 ulp).
-// Measured +5–7 % at d 128 causal ≥ 4k, +1–5 % at d 64 ≥ 4k (docs/perf-log.md, v5).
+// Lazy rescaling (collective/online_softmax.hpp): a warp whose rows all kept their max skips the O rescale (warp
+// vote; the four threads of a row agree, and a factor of 1 leaves O unchanged, so the vote only makes the branch
+// uniform), placed before the turn wait instead of between the two GEMM issues.
 //
 // Early second Q·Kᵀ (kEarlyQK): at the start of a tile, S = Q·Kᵀ of the second key block is issued together with
 // the first's, so that it runs on the tensor cores during the first block's (masked) softmax instead of after it
@@ -237,26 +233,14 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 // two-warpgroup kernels at head-dim tiles up to 64 (+0.8–2.5 % at causal 512–1k, perf-log v10). At head-dim tile 128
 // the causal ping-pong kernel spilled and the non-causal one lost 4–6 % at 8k–16k.
 //
-// Row maxima in the three-warpgroup kernels (kRowMaxFirst): every row's maximum at once, from kMaxChains = 8
-// independent partial maxima per row (perf-log v11; 16 made ptxas spill in every kernel).
+// Row maxima in the three-warpgroup kernels (OnlineSoftmax's kRowMaxFirst): kMaxChains = 8 independent partial
+// maxima per row (perf-log v11; 16 made ptxas spill in every kernel).
 
 /// View of a wgmma accumulator ((2, 2, V), M, N) as (rows, columns) = ((2, M), (2, V, N)) for row reductions.
 template <class Layout>
 CUTLASS_DEVICE constexpr auto acc_rowcol(Layout l) {
   auto l0 = get<0>(l);
   return make_layout(make_layout(get<1>(l0), get<1>(l)), make_layout(get<0>(l0), get<2>(l0), get<2>(l)));
-}
-
-template <int N>
-CUTLASS_DEVICE float quad_allreduce_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
-  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
-  return x;
-}
-CUTLASS_DEVICE float quad_allreduce_sum(float x) {
-  x += __shfl_xor_sync(0xffffffff, x, 1);
-  x += __shfl_xor_sync(0xffffffff, x, 2);
-  return x;
 }
 
 #ifdef FMHA_TIMELINE
@@ -287,7 +271,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   constexpr int kBlockM = Config::kBlockM;
   constexpr int kBlockN = Config::kBlockN;
   constexpr int kHeadDim = Config::kHeadDim;
-  using Walk = MaskWalk<kBlockM, kBlockN, Causal>;
+  using Mask = FwdMask<kBlockM, kBlockN, Causal>;
   using Scheduler = FwdTileScheduler<Causal>;
   // Row sums on the tensor cores (FwdConfig, "Softmax row sums on the tensor cores").
   constexpr bool kMmaRowSum = tiles::fwd_mma_row_sum(kBlockM, Causal);
@@ -358,8 +342,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
          t = Scheduler::next(p.order, t, [] { return int(gridDim.x); })) {
       FwdTile w = decode_tile<Causal>(p, t);
       if (w.m_block * kBlockM >= w.sq) continue;
-      Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM, w.sq};
-      const int n_blocks = walk.n_blocks();
+      const Mask mask = Mask::make(w.sk, p.causal_qend, w.m_block * kBlockM, w.sq);
+      const int n_blocks = mask.n_blocks();
       if (n_blocks == 0) continue;
       const int bq = p.cu_q ? 0 : w.b;
       const int hk = w.h / p.order.group;
@@ -446,9 +430,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   constexpr int kWGs = Config::kConsumerWGs;
   constexpr bool kEarlyQK = kWGs == 2 && kHeadDim <= 64;
   constexpr int kMaxChains = 8;
-  constexpr bool kRowMaxFirst = kMaxChains > 0 && kWGs == 3;
-  static_assert(!kRowMaxFirst || (kCols % kMaxChains == 0 && (kMaxChains & (kMaxChains - 1)) == 0),
-                "forward kernel: the row-maximum chains must be a power of two that divides the columns");
+  constexpr bool kRowMaxFirst = kWGs == 3;
+  using Softmax = OnlineSoftmax<kRows, kCols, kRowMaxFirst, kMaxChains, kMmaRowSum>;
   static_assert(!kEarlyQK || Config::kStages >= 2,
                 "forward kernel: the early second Q·Kᵀ holds two K stages at once (one stage would deadlock)");
   const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue (ids 1 .. kWGs)
@@ -467,16 +450,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
        t = Scheduler::next(p.order, t, [] { return int(gridDim.x); })) {
     FwdTile w = decode_tile<Causal>(p, t);
     if (w.m_block * kBlockM >= w.sq) continue;
-    Walk walk{w.sk, p.causal_qend ? w.sk - w.sq : 0, w.m_block * kBlockM, w.sq};
-    const int n_blocks = walk.n_blocks();
+    const Mask mask = Mask::make(w.sk, p.causal_qend, w.m_block * kBlockM, w.sq);
+    const int n_blocks = mask.n_blocks();
     FMHA_TL(1);
 
-    float row_max[kRows], row_sum[kRows];
-    CUTLASS_PRAGMA_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      row_max[r] = -INFINITY;
-      row_sum[r] = 0.f;
-    }
+    float row_max[kRows], row_sum[kRows];  // the online softmax's state (Softmax)
+    Softmax::reset(row_max, row_sum);
     // With the early second Q·Kᵀ (kEarlyQK) O is cleared just before the first P·V, so that its registers are not
     // live while the prologue holds two S accumulators.
     const bool early_qk = kEarlyQK && n_blocks >= 2;
@@ -486,10 +465,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     }
 
     // Masks the block (when needed), updates the running max and (without kMmaRowSum) sum, and turns S into
-    // unnormalised P.
-    // Returns through `corr` the factor by which earlier O and sums must be rescaled.
+    // unnormalised P. Returns through `corr` the factor by which earlier O and sums must be rescaled.
     auto softmax_block = [&](decltype(S)& Sx, int n, bool need_mask, float (&corr)[kRows]) {
-      if (need_mask) {
+      if (need_mask) {  // Mask::visible on this thread's scores (coordinates from the identity tensor Sc)
         const int i0 = w.m_block * kBlockM;
         CUTLASS_PRAGMA_UNROLL
         for (int r = 0; r < kRows; ++r)
@@ -497,79 +475,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           for (int c = 0; c < kCols; ++c) {
             const int i = i0 + get<0>(Sc(r, c));
             const int j = n * kBlockN + get<1>(Sc(r, c));
-            if (!walk.visible(i, j)) Sx(r, c) = -INFINITY;
+            if (!mask.visible(i, j)) Sx(r, c) = -INFINITY;
           }
       }
-      // Row maxima. kRowMaxFirst (three-warpgroup kernels): every row's maximum at once, each from kMaxChains
-      // independent partial maxima and a tree, so that the FMNMX chains of all rows interleave before the quad
-      // shuffles (perf-log v11: +0.7 to +3.1 % at d 64 non-causal 2k–16k; the same code in the two-warpgroup
-      // kernels lost 2–4 % at d 64 short causal and 0–3 % at d 128 non-causal, so they keep one row at a time with
-      // four partial maxima, below).
-      float mx[kRows];
-      if constexpr (kRowMaxFirst) {
-        float chain[kRows][kMaxChains];
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r)
-          CUTLASS_PRAGMA_UNROLL
-          for (int k = 0; k < kMaxChains; ++k) chain[r][k] = Sx(r, k);
-        CUTLASS_PRAGMA_UNROLL
-        for (int c = kMaxChains; c < kCols; c += kMaxChains)
-          CUTLASS_PRAGMA_UNROLL
-          for (int r = 0; r < kRows; ++r)
-            CUTLASS_PRAGMA_UNROLL
-            for (int k = 0; k < kMaxChains; ++k) chain[r][k] = fmaxf(chain[r][k], Sx(r, c + k));
-        CUTLASS_PRAGMA_UNROLL
-        for (int half = kMaxChains / 2; half >= 1; half /= 2)
-          CUTLASS_PRAGMA_UNROLL
-          for (int r = 0; r < kRows; ++r)
-            CUTLASS_PRAGMA_UNROLL
-            for (int k = 0; k < half; ++k) chain[r][k] = fmaxf(chain[r][k], chain[r][k + half]);
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(chain[r][0], __shfl_xor_sync(0xffffffff, chain[r][0], 1));
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 2));
-      }
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        // Four independent partial sums (and, without kRowMaxFirst, maxima) instead of one serial chain: the softmax
-        // of a block is on the critical path of the mainloop (docs/perf-log.md, v3), and a 32-step dependent chain
-        // costs its latency.
-        static_assert(kCols % 4 == 0, "row reductions use four partial results");
-        float part[4];
-        if constexpr (!kRowMaxFirst) {
-          part[0] = Sx(r, 0);
-          part[1] = Sx(r, 1);
-          part[2] = Sx(r, 2);
-          part[3] = Sx(r, 3);
-          CUTLASS_PRAGMA_UNROLL
-          for (int c = 4; c < kCols; ++c) part[c % 4] = fmaxf(part[c % 4], Sx(r, c));
-          float m = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
-          mx[r] = quad_allreduce_max<4>(m);
-        }
-        float new_max = fmaxf(row_max[r], mx[r]);
-        // Lazy rescaling: NaN (both -inf) and +inf (first finite max) compare false: those rows update.
-        if ((new_max - row_max[r]) * scale_log2 <= 8.f) new_max = row_max[r];
-        corr[r] = new_max == -INFINITY ? 1.f : exp2f((row_max[r] - new_max) * scale_log2);
-        corr[r] = new_max == row_max[r] ? 1.f : corr[r];
-        const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
-        if constexpr (kMmaRowSum) {
-          // The row sum comes from the P·B wgmma (L), folded into L's odd columns after the P·V batch
-          // (fold_row_sums).
-          CUTLASS_PRAGMA_UNROLL
-          for (int c = 0; c < kCols; ++c) Sx(r, c) = exp2f(fmaf(Sx(r, c), scale_log2, -base));
-        } else {
-          CUTLASS_PRAGMA_UNROLL
-          for (int k = 0; k < 4; ++k) part[k] = 0.f;
-          CUTLASS_PRAGMA_UNROLL
-          for (int c = 0; c < kCols; ++c) {
-            Sx(r, c) = exp2f(fmaf(Sx(r, c), scale_log2, -base));
-            part[c % 4] += Sx(r, c);
-          }
-          const float sum = (part[0] + part[1]) + (part[2] + part[3]);
-          row_sum[r] = row_sum[r] * corr[r] + sum;
-        }
-        row_max[r] = new_max;
-      }
+      Softmax::update(row_max, row_sum, Sx, scale_log2, corr);
     };
     auto convert_p = [&](decltype(tSrS) const& acc) {
       CUTLASS_PRAGMA_UNROLL
@@ -683,7 +592,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
           warpgroup_wait<1>();
           pipe_k.consumer_release(k_state);
           ++k_state;
-          softmax_block(S, n - 1, walk.needs_mask(n - 1), corr);
+          softmax_block(S, n - 1, mask.needs_mask(n - 1), corr);
           // Closes the basic block before the wait, as in the mainloop below (never taken). This tail repeats the
           // mainloop's on purpose: shared through a lambda, it changed ptxas's code for these kernels.
           if ((kMmaRowSum ? corr[0] : row_sum[0]) < 0.f) {
@@ -726,7 +635,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         FMHA_TL(6);
         pipe_k.consumer_release(k_state);
         ++k_state;
-        softmax_block(S, n - 1, walk.needs_mask(n - 1), corr);
+        softmax_block(S, n - 1, mask.needs_mask(n - 1), corr);
         // ptxas issues a wgmma wait as early as its basic block allows, so a wait after the softmax in the same
         // block runs before it and serialises softmax and P·V. A never-taken branch (it also keeps P live, so that
         // no softmax temporary takes one of P's registers while the P·V reads them) closes the block first.
