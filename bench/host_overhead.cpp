@@ -15,8 +15,9 @@
 #include <string>
 #include <vector>
 
-using FwdContiguous = int (*)(int, int, int, int, int, int, int, const int*, const int*, int, int, const void*,
-                              const void*, const void*, void*, float*, int, int, float, int, int, void*, char*, int);
+#include "fmha/c_api.h"
+
+using FwdContiguous = decltype(&fmha_fwd_contiguous);  // the positional entry point that every build has
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -60,11 +61,16 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r) {
     for (size_t j = 0; j < fns.size(); ++j) {
       const size_t k = (r % 2 == 0) ? j : fns.size() - 1 - j;  // ABBA
+      int failed = 0;
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < calls; ++i) call(fns[k]);
+      for (int i = 0; i < calls; ++i) failed |= call(fns[k]);
       us[k].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
                       calls);
       cudaStreamSynchronize(stream);
+      if (failed != 0) {
+        std::fprintf(stderr, "host_overhead: %s: a timed call failed: %s\n", argv[k + 1], err);
+        return 1;
+      }
     }
   }
   for (size_t k = 0; k < fns.size(); ++k) {

@@ -24,6 +24,7 @@
 #include <cutlass/numeric_conversion.h>
 #include <cutlass/pipeline/pipeline.hpp>
 
+#include "kernels/collective/kv_source.hpp"
 #include "kernels/collective/online_softmax.hpp"
 #include "kernels/fusion/mask.hpp"
 #include "kernels/fwd_tiles.h"
@@ -354,25 +355,20 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       Tensor gV = local_tile(domain_offset(make_coord(w.k_off, _0{}), mV(_, _, hk, bq)),
                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
       auto part_q = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-      auto part_k = tma_partition(p.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-      auto part_v = tma_partition(p.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
       Tensor tQg = get<0>(part_q);
       Tensor tQs = get<1>(part_q);
-      Tensor tKg = get<0>(part_k);
-      Tensor tKs = get<1>(part_k);
-      Tensor tVg = get<0>(part_v);
-      Tensor tVs = get<1>(part_v);
+      const auto kv = make_dense_kv_source(p.tma_k, p.tma_v, gK, gV, sK, sV);
 
       auto load_k = [&](int n) {
         pipe_k.producer_acquire(k_state);
         FMHA_TL(20);
-        copy(p.tma_k.with(*pipe_k.producer_get_barrier(k_state)), tKg(_, n), tKs(_, k_state.index()));
+        kv.load_k(n, k_state.index(), *pipe_k.producer_get_barrier(k_state));
         ++k_state;
       };
       auto load_v = [&](int n) {
         pipe_v.producer_acquire(v_state);
         FMHA_TL(21);
-        copy(p.tma_v.with(*pipe_v.producer_get_barrier(v_state)), tVg(_, n), tVs(_, v_state.index()));
+        kv.load_v(n, v_state.index(), *pipe_v.producer_get_barrier(v_state));
         ++v_state;
       };
       pipe_q.producer_acquire(q_state);

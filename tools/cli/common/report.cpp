@@ -133,10 +133,6 @@ void Reporter::report_error(const std::string& message) {
   runs_.push_back(record_json(r));
 }
 
-void Reporter::warn(const std::string& message) {
-  err_ << "Warning: " << message << "\n";
-  err_.flush();
-}
 
 void Reporter::set_context(const std::string& key, nlohmann::json value) { context_[key] = std::move(value); }
 

@@ -126,8 +126,6 @@ class Reporter {
   /// Records a failure without a kernel result (e.g. a CUDA error while preparing): prints "Error: <message>" and
   /// a repro line, adds a "fail" entry with an empty kernel name to the JSON.
   void report_error(const std::string& message);
-  /// Prints "Warning: <message>" to err.
-  void warn(const std::string& message);
 
   /// Adds a top-level field to the JSON document (e.g. "device": {...}).
   void set_context(const std::string& key, nlohmann::json value);
