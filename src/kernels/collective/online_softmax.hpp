@@ -59,6 +59,14 @@ struct OnlineSoftmax {
     }
   }
 
+  /// After the last key block: the normaliser of a row (1 / sum; 0 for a row that saw no key, whose O is then 0)
+  /// and its LSE (natural log of Σ exp(scale · s); −inf for such a row), from its kept max (raw score units), the
+  /// whole row's sum of P relative to that max and the softmax scale.
+  CUTLASS_DEVICE static void finish_row(float row_max, float sum, float scale, float& inv, float& lse) {
+    inv = sum > 0.f ? 1.f / sum : 0.f;
+    lse = sum > 0.f ? row_max * scale + logf(sum) : -INFINITY;
+  }
+
   /// One key block: `s` (kRows × kCols raw scores of this thread, masked keys already −inf) becomes the
   /// unnormalised P = exp2(s · scale_log2 − max · scale_log2) in place; the running max and (without
   /// kSumOnTensorCores) sum advance; corr[r] is the factor by which row r's earlier O (and sum) must be rescaled

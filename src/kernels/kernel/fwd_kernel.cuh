@@ -681,8 +681,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       float sum;
       if constexpr (kMmaRowSum) sum = L(r, 1);
       else sum = quad_allreduce_sum(row_sum[r]);
-      inv[r] = sum > 0.f ? 1.f / sum : 0.f;
-      const float lse = sum > 0.f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
+      float lse;
+      Softmax::finish_row(row_max[r], sum, p.scale, inv[r], lse);
       const int row = get<0>(Sc(r, 0));
       const int i = w.m_block * kBlockM + row;
       if (p.lse != nullptr && (tid_wg % 4) == 0 && i < w.sq) {
