@@ -4,7 +4,7 @@
 //  * compare_scaled: the library's own rule. Non-finite positions must match the exact reference; finite errors are
 //    bounded by k times the error of a kernel-emulating reference (Rounding::kKernel) plus a small absolute floor.
 //    k = 2 for forward / decode outputs, 3 for backward outputs; floor = default_floor(out_type, max |ref_exact|).
-//  * compare_fixed: the seed's rule (docs/seed.md §6), with fixed thresholds (seed_thresholds); the CLIs' --verify default.
+//  * compare_fixed: the seed's rule (docs/seed.md §6), with fixed thresholds (seed_thresholds); --tolerance=seed.
 // Plain C++, no CUDA. All arrays are flat float arrays of n elements in the same order.
 #pragma once
 

@@ -4,7 +4,7 @@ checks hold because every case here ends before the GPU check or is answered bef
   * a head dim the library has no kernel for (--d=136, --d=256) is a usage error (exit 2) before the GPU check, like
     an invalid one (--d=100), and the message names the option (--d), not the library's field (head_dim);
   * the library's other messages use option names too (--b × --h × ceil(--q / …) for too many work tiles);
-  * --help states the supported head dims;
+  * --help states the supported head dims, and --tolerance defaults to the scale-aware rule;
   * the warning for --varlen-q without --varlen comes before the GPU check (so it shows on any machine) and once.
 Usage: test_cli_edges.py PATH/TO/fmha_fwd. Exits non-zero with a message on the first failure."""
 import subprocess
@@ -35,6 +35,8 @@ def main():
     rc, out, err = run(tool, "--help")
     line = next((l for l in out.splitlines() if l.strip().startswith("--d=")), "")
     check(rc == 0 and "multiple of 8 from 8 to 128" in line, "--help: --d states the supported head dims", out)
+    tol = next((l for l in out.splitlines() if l.strip().startswith("--tolerance=")), "")
+    check("[default: scaled]" in tol, "--help: --verify's rule defaults to the scale-aware one (scaled)", out)
     # Without --varlen the list is ignored, with a warning printed once before anything else, GPU or not.
     rc, out, err = run(tool, "--varlen-q=128", "--b=1,1", "--q=64", "--h=1", "--iterations=1")
     check(rc in (0, 77), f"--varlen-q without --varlen: expected exit 0 (GPU) or 77 (no GPU), got {rc}", err)

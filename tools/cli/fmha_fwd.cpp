@@ -156,8 +156,10 @@ int main(int argc, char** argv) {
   t.add_string("pingpong", "Inter-warpgroup ping-pong of the consumer warpgroups: auto, on or off.",
                std::string("auto")).one_of({"auto", "on", "off"});
   t.add_float("scale", "Softmax scale; 0 means 1/sqrt(d).", 0.0).at_least(0.0);
-  t.add_string("tolerance", "Verification rule: seed (the fixed thresholds of docs/seed.md §6) or scaled (docs/numerics.md).",
-               std::string("seed")).one_of({"seed", "scaled"});
+  t.add_string("tolerance",
+               "Verification rule: scaled (the library's scale-aware bound, docs/numerics.md) or seed (the seed's "
+               "fixed thresholds, docs/seed.md §6).",
+               std::string("scaled")).one_of({"scaled", "seed"});
   t.add_int("verify-rows", "Rows per batch entry and head checked by --verify (the last ones); 0 = all.", 0)
       .at_least(0);
   ToolSpec spec;
