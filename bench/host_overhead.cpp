@@ -5,7 +5,9 @@
 //   build/bin/fmha_host_overhead LIB [LIB ...]      (GPU machine)
 //
 // Prints, per library, the mean µs per call over 20 rounds of 1000 calls (the stream drained between rounds) in
-// ABBA… order, and the median round. Exit 1 when a library cannot be loaded or a call fails.
+// ABBA… order, and the median round. Exit 1 when a library cannot be loaded or a call fails. Every build is timed
+// through the same positional entry point; in builds with the struct API that entry point is a shim that fills a
+// fmha_fwd_params first (the 2026-12-01 A/B measured no difference beyond the A/A spread, docs/perf-log.md).
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
@@ -40,10 +42,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   float* lse = nullptr;
-  cudaMalloc(reinterpret_cast<void**>(&lse), 1 << 16);
-  char* b = static_cast<char*>(buf);
   cudaStream_t stream;
-  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (cudaMalloc(reinterpret_cast<void**>(&lse), 1 << 16) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+    std::fprintf(stderr, "host_overhead: cudaMalloc / cudaStreamCreate failed\n");
+    return 1;
+  }
+  char* b = static_cast<char*>(buf);
   char err[256];
   auto call = [&](FwdContiguous f) {
     return f(1, 1, 1, 1, 64, 128, 128, nullptr, nullptr, 0, 0, b, b + (1 << 20), b + (2 << 20), b + (3 << 20), lse,

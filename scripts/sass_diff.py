@@ -9,10 +9,12 @@ cuobjdump -sass listing (recognised by their "Function :" lines).
 
 For every configuration present in either build it prints one line: "identical", the number of instructions that
 differ (with the first --show N differences, default 3), or "only in OLD/NEW". Two kernels are identical when their
-instructions agree one by one in opcode, operands and control bits (stall count, yield, scoreboards, wait mask,
-operand reuse: the top 23 bits of each instruction's second word), with one allowance: constant-bank offsets
-(c[0x0][0x…], the kernel-parameter addresses) may differ, since a reordered parameter struct moves them. Nothing
-else is ignored. Exit 0 when every configuration is in both builds and identical, 1 otherwise, 2 on bad usage or a
+instructions agree one by one in opcode, operands (constant-bank operands included) and control bits (stall count,
+yield, scoreboards, wait mask, operand reuse: the top 23 bits of each instruction's second word). With
+--allow-param-moves, kernel-parameter offsets (c[0x0][0x…]) may differ, as after a reordered parameter struct, but
+only through one consistent one-to-one old → new mapping per kernel (printed), so that reading another field still
+shows;
+other banks stay exact. Nothing else is ignored. Exit 0 when every configuration is in both builds and identical, 1 otherwise, 2 on bad usage or a
 tool error. Needs no GPU. c++filt (binutils) demangles the names.
 """
 import argparse
@@ -25,7 +27,7 @@ FUNC = re.compile(r"^\s*Function : (\S+)")
 # "/*0040*/   ISETP.NE.AND P0, PT, R5, RZ, PT ;   /* 0x000000ff0500720c */" then "/* 0x002fe40003f05270 */"
 INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;\s*/\*\s*0x([0-9a-f]{16})\s*\*/")
 WORD2 = re.compile(r"^\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
-CBANK = re.compile(r"c\[0x[0-9a-f]+\]\[0x[0-9a-f]+\]")
+CBANK0 = re.compile(r"c\[0x0\]\[(0x[0-9a-f]+)\]")
 DTYPES = {"cutlass::half_t": "fp16", "cutlass::bfloat16_t": "bf16", "cutlass::float_e4m3_t": "e4m3",
           "cutlass::float_e5m2_t": "e5m2"}
 
@@ -53,7 +55,7 @@ def listing(path, cuobjdump):
 
 
 def functions(text):
-    """{mangled name: [(normalised instruction text, control bits)]} of every function in a listing."""
+    """{mangled name: [(instruction text, control bits)]} of every function in a listing (white space folded)."""
     funcs, cur, pending = {}, None, None
     for line in text.splitlines():
         m = FUNC.match(line)
@@ -65,7 +67,7 @@ def functions(text):
             continue
         m = INSN.match(line)
         if m:
-            pending = " ".join(CBANK.sub("c[BANK][OFF]", m.group(2)).split())
+            pending = " ".join(m.group(2).split())
             continue
         m = WORD2.match(line)
         if m and pending is not None:
@@ -112,12 +114,40 @@ def kernels(path, cuobjdump):
     return out
 
 
+def param_offsets(text):
+    return CBANK0.findall(text)
+
+
+def compare(x, y, allow_moves):
+    """Indices of the instructions that differ, and (allow_moves) the old → new parameter-offset mapping used."""
+    mapping, reverse, diffs = {}, {}, []
+    for i in range(max(len(x), len(y))):
+        if i >= len(x) or i >= len(y):
+            diffs.append(i)
+            continue
+        (tx, cx), (ty, cy) = x[i], y[i]
+        if allow_moves and cx == cy and CBANK0.sub("c[0x0][P]", tx) == CBANK0.sub("c[0x0][P]", ty):
+            # (identical instructions count too: an offset read unchanged maps to itself)
+            ok = True
+            for a, b in zip(param_offsets(tx), param_offsets(ty)):  # one to one: a move, not another read
+                if mapping.setdefault(a, b) != b or reverse.setdefault(b, a) != a:
+                    ok = False
+            if ok:
+                continue
+        elif (tx, cx) == (ty, cy):
+            continue
+        diffs.append(i)
+    return diffs, {a: b for a, b in mapping.items() if a != b}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old")
     ap.add_argument("new")
     ap.add_argument("--cuobjdump", default=os.environ.get("CUOBJDUMP", "cuobjdump"))
     ap.add_argument("--show", type=int, default=3, help="differences printed per kernel")
+    ap.add_argument("--allow-param-moves", action="store_true",
+                    help="accept kernel-parameter offsets that moved through one consistent mapping per kernel")
     a = ap.parse_args()
     old, new = kernels(a.old, a.cuobjdump), kernels(a.new, a.cuobjdump)
     if not old and not new:
@@ -130,9 +160,10 @@ def main():
             bad += 1
             continue
         x, y = old[key], new[key]
-        diffs = [i for i in range(max(len(x), len(y))) if i >= len(x) or i >= len(y) or x[i] != y[i]]
+        diffs, moved = compare(x, y, a.allow_param_moves)
         if not diffs:
-            print(f"{label:40} identical ({len(x)} instructions)")
+            note = f", parameters moved: {', '.join(f'{k}->{v}' for k, v in sorted(moved.items()))}" if moved else ""
+            print(f"{label:40} identical ({len(x)} instructions{note})")
             continue
         bad += 1
         print(f"{label:40} {len(diffs)} of {max(len(x), len(y))} instructions differ "

@@ -94,8 +94,8 @@ struct FwdParams {
 };
 
 /// Fills the strides of `p` for contiguous dense BSHD tensors (or packed varlen tensors when cu_seqlens_q is set),
-/// from heads_q, heads_kv, head_dim, seqlen_q, seqlen_k and cu_seqlens_q: set those first. Strides already set are
-/// overwritten.
+/// from heads_q, heads_kv, head_dim, head_dim_v (V and O; 0 = head_dim), seqlen_q, seqlen_k and cu_seqlens_q: set
+/// those first. Strides already set are overwritten.
 void set_contiguous_strides(FwdParams& p);
 
 /// Checks `p` without launching anything. Returns kInvalidArgument naming the first bad argument with the expected

@@ -7,6 +7,7 @@
 
 #include "fmha/fwd.h"
 #include "fmha/version.h"
+#include "api/c_params.h"
 
 #include <cstddef>
 
@@ -15,6 +16,14 @@ static_assert(sizeof(fmha_fwd_params) == 232, "fmha_fwd_params: version 1 is 232
 static_assert(offsetof(fmha_fwd_params, cu_seqlens_q) == 56, "fmha_fwd_params: no padding before the pointers");
 static_assert(offsetof(fmha_fwd_params, q_row_stride) == 112, "fmha_fwd_params: strides after the 7 pointers");
 static_assert(offsetof(fmha_fwd_params, mask) == 208, "fmha_fwd_params: codes after the 12 strides");
+// The C codes are the C++ enums' values (the conversion casts them).
+static_assert(int(fmha::MaskType::kNone) == 0 && int(fmha::MaskType::kResidual) == 1 &&
+              int(fmha::MaskType::kCausal) == 2, "mask codes");
+static_assert(int(fmha::CausalAlign::kQBegin) == 0 && int(fmha::CausalAlign::kQEnd) == 1, "causal_align codes");
+static_assert(int(fmha::TileScheduler::kAuto) == 0 && int(fmha::TileScheduler::kIndividual) == 1 &&
+              int(fmha::TileScheduler::kPersistent) == 2, "scheduler codes");
+static_assert(int(fmha::Toggle::kAuto) == 0 && int(fmha::Toggle::kOff) == 1 && int(fmha::Toggle::kOn) == 2,
+              "pingpong codes");
 
 namespace {
 
@@ -45,8 +54,13 @@ fmha::Status range(const char* name, int value, int lo, int hi, const char* mean
   return fmha::Status::invalid(std::string(name) + ": expected " + meaning + ", got " + std::to_string(value));
 }
 
-/// fmha_fwd_params → FwdParams: checks the version and the enum codes (the rest is fwd_validate's).
-fmha::Status from_c(const fmha_fwd_params* c, fmha::FwdParams* p) {
+}  // namespace
+
+namespace fmha::detail {
+
+Status fwd_params_from_c(const fmha_fwd_params* c, FwdParams* out) {
+  FwdParams tmp;
+  FwdParams* p = &tmp;
   if (c == nullptr) return fmha::Status::invalid("params: expected a fmha_fwd_params, got NULL");
   if (c->struct_size != sizeof(fmha_fwd_params))
     return fmha::Status::invalid("struct_size: expected " + std::to_string(sizeof(fmha_fwd_params)) +
@@ -85,10 +99,13 @@ fmha::Status from_c(const fmha_fwd_params* c, fmha::FwdParams* p) {
   p->scheduler = static_cast<fmha::TileScheduler>(c->scheduler);
   p->pingpong = static_cast<fmha::Toggle>(c->pingpong);
   p->sm_count = c->sm_count;
+  *out = tmp;
   return fmha::Status::ok();
 }
 
-}  // namespace
+}  // namespace fmha::detail
+
+using fmha::detail::fwd_params_from_c;
 
 extern "C" const char* fmha_version(void) { return fmha::version(); }
 
@@ -125,7 +142,7 @@ extern "C" void fmha_fwd_params_set_contiguous_strides(fmha_fwd_params* c) {
 extern "C" size_t fmha_fwd_workspace_size(const fmha_fwd_params* c) {
   try {
     fmha::FwdParams p;
-    return from_c(c, &p) ? fmha::fwd_workspace_size(p) : 0;
+    return fwd_params_from_c(c, &p) ? fmha::fwd_workspace_size(p) : 0;
   } catch (...) {
     return 0;
   }
@@ -135,7 +152,7 @@ extern "C" int fmha_fwd(const fmha_fwd_params* c, void* workspace, size_t worksp
                         int err_len) {
   return guarded("fmha_fwd", err, err_len, [&] {
     fmha::FwdParams p;
-    if (fmha::Status s = from_c(c, &p); !s) return s;
+    if (fmha::Status s = fwd_params_from_c(c, &p); !s) return s;
     return fmha::fwd(p, fmha::Workspace{workspace, workspace_bytes}, static_cast<cudaStream_t>(stream));
   });
 }

@@ -1,4 +1,5 @@
-# The seed's forward CTest matrix (docs/seed.md §8.1), run through the fmha_fwd CLI with --verify, for fp16 and bf16.
+# The seed's forward CTest matrix (docs/seed.md §8.1), run through the fmha_fwd CLI with --verify under the seed's
+# fixed thresholds (--tolerance=seed), for fp16 and bf16.
 # Causal cases run in both alignments (--causal-type=qbegin,qend). Label gpu; exit code 77 (no GPU) is a skip.
 set(FMHA_FWD_SEED_TESTS
   "basic|--b=1 --h=4 --q=512 --k=512 --d=128 --verify --mask=no"
@@ -44,7 +45,9 @@ if(TARGET fmha_fwd)
     endif()
     separate_arguments(arg_list UNIX_COMMAND "${args}")
     foreach(dtype fp16 bf16)
-      add_test(NAME cli_fwd_${dtype}_${name} COMMAND fmha_fwd --dtype=${dtype} ${arg_list})
+      # The seed's own rule (its fixed thresholds): the GoogleTest seed matrix checks the same cases with the
+      # scale-aware rule, the CLI's default.
+      add_test(NAME cli_fwd_${dtype}_${name} COMMAND fmha_fwd --dtype=${dtype} --tolerance=seed ${arg_list})
       set_tests_properties(cli_fwd_${dtype}_${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
     endforeach()
   endforeach()

@@ -4,6 +4,7 @@
 // (query block, head, entry) exactly once; the paired order and the L2 sections are exercised where they apply.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <sstream>
@@ -133,6 +134,67 @@ TEST(TileScheduler, RandomShapesVisitEveryTileOnce) {
   EXPECT_EQ(cases, 400);
   EXPECT_GT(paired, 10) << "the paired order was barely exercised";
   EXPECT_GT(sectioned, 10) << "L2 sections were barely exercised";
+}
+
+TEST(TileScheduler, OrderIsLongestFirstInSectionsAndPairsBalance) {
+  // The order itself, not only the coverage (properties of the documented order, on random problems):
+  //  * plain order: the (batch, head) pair of tile t lies in section ⌊pair / section_bh⌋, and sections come one after
+  //    the other (non-decreasing in t); inside a section query blocks run from the last to the first
+  //    (longest-first under a causal mask), every pair of the section taking one block per round;
+  //  * paired order: slots 2u and 2u + 1 hold one (batch, head) pair, blocks m and m_blocks − 1 − m (their causal
+  //    lengths add up to about the same), the longer first; units of odd middle blocks come after every pair.
+  std::mt19937 rng(7);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int paired = 0, plain_sectioned = 0;
+  for (int i = 0; i < 300; ++i) {
+    Problem pr;
+    pr.batch = uni(1, 6);
+    pr.heads_kv = uni(1, 4);
+    pr.heads_q = pr.heads_kv * uni(1, 8);
+    pr.head_dim = 128;
+    pr.causal = uni(0, 1) == 1;
+    pr.persistent = uni(0, 1) == 1;
+    pr.sm_count = uni(1, 40);
+    pr.block_m = 128;
+    const int len = uni(1, 12000);
+    pr.seqlen_k = uni(0, 1) ? len : uni(4096, 16384);
+    pr.seqlens_q.assign(size_t(pr.batch), len);
+    Walk w = check(pr);
+    const FwdTileOrder& o = w.order;
+    auto decode = [&](int t) {
+      return pr.causal ? FwdTileScheduler<true>::decode(o, t) : FwdTileScheduler<false>::decode(o, t);
+    };
+    if (o.pair_order) {
+      ++paired;
+      const int bh_count = o.batch * o.heads_q, half = o.m_blocks / 2;
+      for (int u = 0; 2 * u + 1 < o.num_tiles; ++u) {
+        const TileCoord a = decode(2 * u), b = decode(2 * u + 1);
+        ASSERT_TRUE(a.b == b.b && a.h == b.h) << pr.str() << " unit " << u << ": one (batch, head) per unit";
+        if (u < half * bh_count) {
+          ASSERT_EQ(a.m_block + b.m_block, o.m_blocks - 1) << pr.str() << " unit " << u;
+          ASSERT_GT(a.m_block, b.m_block) << pr.str() << " unit " << u << ": the longer block first";
+        } else {
+          ASSERT_TRUE(a.m_block == half && b.m_block == o.m_blocks) << pr.str() << " unit " << u << ": middle";
+        }
+      }
+      continue;
+    }
+    plain_sectioned += o.section_bh < o.batch * o.heads_q;
+    int last_section = 0;
+    for (int t = 0; t < o.num_tiles; ++t) {
+      const TileCoord c = decode(t);
+      const int bh = c.b * o.heads_q + c.h, section = bh / o.section_bh;
+      ASSERT_GE(section, last_section) << pr.str() << " t=" << t << ": sections run one after the other";
+      last_section = section;
+      const int first = section * o.section_bh;
+      const int n_bh = std::min(o.section_bh, o.batch * o.heads_q - first);
+      const int r = t - first * o.m_blocks;  // the tile's place inside its section
+      ASSERT_EQ(bh - first, r % n_bh) << pr.str() << " t=" << t << ": pairs fastest inside a section";
+      ASSERT_EQ(c.m_block, o.m_blocks - 1 - r / n_bh) << pr.str() << " t=" << t << ": longest first";
+    }
+  }
+  EXPECT_GT(paired, 20);
+  EXPECT_GT(plain_sectioned, 20);
 }
 
 TEST(TileScheduler, PairedOrderWithOddBlockCountsAndManySections) {

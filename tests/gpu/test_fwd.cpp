@@ -351,8 +351,9 @@ std::vector<Named> edge_cases() {
     e.c.check_rows = 32;
     v.push_back(e);
   }
-  // Dense non-causal problems run their tiles in L2-sized sections of heads (decode_tile): Llama-3-8B at 8k has two
-  // full sections of 16 query heads; 6 query heads over 2 K/V heads with 20000 keys give sections of 4 and 2.
+  // Dense non-causal problems run their tiles in L2-sized sections of heads (FwdTileScheduler::decode in
+  // src/kernels/kernel/tile_scheduler.hpp): Llama-3-8B at 8k has two full sections of 16 query heads; 6 query heads
+  // over 2 K/V heads with 20000 keys give sections of 4 and 2.
   {
     Named l{"llama3_8b_8192_noncausal", dense(1, 32, 8, 8192, 8192, 128, MaskType::kNone)};
     l.c.check_rows = 32;

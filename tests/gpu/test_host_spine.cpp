@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -24,7 +25,7 @@ struct DeviceBuffers {
   }
 };
 
-/// Median-free mean µs per call of `fn` over `n` calls (after 50 untimed), the stream drained every 256 calls so
+/// Mean µs per call of `fn` over `n` calls (after 50 untimed), the stream drained every 256 calls so
 /// that the launch queue never blocks the host.
 template <class Fn>
 double host_us_per_call(Fn fn, int n, cudaStream_t stream) {
@@ -98,13 +99,16 @@ TEST(FwdGpuHost, HostTimePerCall) {
   const int n = 4000;
   fmha::Status last;
   const double validate = host_us_per_call([&] { last = fmha::fwd_validate(p); }, n, stream);
+  EXPECT_TRUE(last.is_ok()) << "fwd_validate: " << last.message();
   const double device = host_us_per_call([&] {
     fmha::detail::DeviceInfo d;
     last = fmha::detail::current_sm90_device(&d);
   }, n, stream);
+  EXPECT_TRUE(last.is_ok()) << "current_sm90_device: " << last.message();
   const double pointers = host_us_per_call([&] {
     last = fmha::detail::check_device_pointers({{"q", p.q}, {"k", p.k}, {"v", p.v}, {"o", p.o}, {"lse", p.lse}});
   }, n, stream);
+  EXPECT_TRUE(last.is_ok()) << "check_device_pointers: " << last.message();
   const double call = host_us_per_call([&] { last = fmha::fwd(p, stream); }, n, stream);
   fmha_fwd_params c;
   fmha_fwd_params_init(&c);
@@ -114,7 +118,7 @@ TEST(FwdGpuHost, HostTimePerCall) {
   int rc = 0;
   const double c_call = host_us_per_call([&] { rc = fmha_fwd(&c, nullptr, 0, stream, nullptr, 0); }, n, stream);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  EXPECT_TRUE(last.is_ok()) << last.message();
+  EXPECT_TRUE(last.is_ok()) << "fwd: " << last.message();
   EXPECT_EQ(rc, 0);
   std::printf("[host time] per call, µs: fwd_validate %.2f, device query (cached) %.2f, 5 pointer checks %.2f, "
               "fmha::fwd (all of it, launch included) %.2f, fmha_fwd (C) %.2f\n",

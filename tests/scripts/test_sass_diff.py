@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """CPU test of scripts/sass_diff.py on hand-written cuobjdump -sass listings: kernels are paired by configuration
-(the same kernel under another position in the file pairs), a constant-bank offset is the one difference allowed,
-and a changed operand, opcode, control field (stall count) or instruction count, or a kernel present in one build
-only, is reported and fails the comparison. Exits non-zero with a message on the first failure."""
+(the same kernel under another position in the file pairs); a moved parameter offset differs unless
+--allow-param-moves is given, and then only as one consistent mapping in bank 0; a changed operand, opcode,
+control field (stall count) or instruction count, or a kernel present in one build only, is reported and fails. Exits non-zero with a message on the first failure."""
 import os
 import subprocess
 import sys
@@ -27,14 +27,14 @@ BASE = [("LDC R1, c[0x0][0x28]", 0x000fe20000000800), ("S2R R5, SR_TID.X", 0x000
         ("ISETP.NE.AND P0, PT, R5, RZ, PT", 0x002fe40003f05270), ("EXIT", 0x000fea0003800000)]
 
 
-def run(old, new, tmp):
+def run(old, new, tmp, *flags):
     paths = []
     for n, text in (("old", old), ("new", new)):
         p = os.path.join(tmp, n + ".sass")
         with open(p, "w") as f:
             f.write("\nFatbin elf code:\n" + text + "\n")
         paths.append(p)
-    r = subprocess.run([sys.executable, SCRIPT, *paths], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, SCRIPT, *paths, *flags], capture_output=True, text=True)
     return r.returncode, r.stdout + r.stderr
 
 
@@ -46,11 +46,24 @@ def check(cond, what, out):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         old = func(K1, BASE) + "\n" + func(K2, BASE)
-        moved = list(BASE)
-        moved[0] = ("LDC R1, c[0x0][0x388]", BASE[0][1])  # a parameter at another offset: allowed
-        rc, out = run(old, func(K2, BASE) + "\n" + func(K1, moved), tmp)  # other order, other offset
+        rc, out = run(old, func(K2, BASE) + "\n" + func(K1, BASE), tmp)  # the same kernels in another order
         check(rc == 0 and "fp16 32 192 none no-pingpong" in out and "bf16 128 128 causal pingpong" in out
-              and out.count("identical") == 2, "same code in another order with a moved parameter", out)
+              and out.count("identical") == 2, "the same code in another order must pair and be identical", out)
+        moved = list(BASE)
+        moved[0] = ("LDC R1, c[0x0][0x388]", BASE[0][1])  # a parameter at another offset
+        rc, out = run(old, func(K2, BASE) + "\n" + func(K1, moved), tmp)
+        check(rc == 1, "a moved parameter offset must differ by default", out)
+        rc, out = run(old, func(K2, BASE) + "\n" + func(K1, moved), tmp, "--allow-param-moves")
+        check(rc == 0 and "0x28->0x388" in out, "--allow-param-moves accepts one consistent move and prints it", out)
+        # Two reads that swap their offsets are another program, not a move: refused even with the allowance.
+        two = [("LDC R1, c[0x0][0x28]", BASE[0][1]), ("LDC R2, c[0x0][0x2c]", BASE[1][1])] + BASE[2:]
+        swapped = [("LDC R1, c[0x0][0x2c]", BASE[0][1]), ("LDC R2, c[0x0][0x2c]", BASE[1][1])] + BASE[2:]
+        rc, out = run(func(K1, two), func(K1, swapped), tmp, "--allow-param-moves")
+        check(rc == 1, "two parameters read from one offset must differ even with --allow-param-moves", out)
+        other_bank = list(BASE)
+        other_bank[0] = ("LDC R1, c[0x3][0x28]", BASE[0][1])
+        rc, out = run(func(K1, BASE), func(K1, other_bank), tmp, "--allow-param-moves")
+        check(rc == 1, "another constant bank must differ", out)
         for what, change in (("an operand", (1, ("S2R R6, SR_TID.X", BASE[1][1]))),
                              ("an opcode", (3, ("BRA 0x30", BASE[3][1]))),
                              ("a stall count", (2, (BASE[2][0], BASE[2][1] ^ (1 << 41))))):

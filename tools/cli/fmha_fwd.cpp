@@ -121,7 +121,7 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
   } else {
     rec.tflops = tflops_per_s(fwd_flops(a), 0.0);
   }
-  rec.extra = {{"flops", fwd_flops(a)}};
+  rec.extra = {{"flops", fwd_flops(a)}, {"tolerance", o.get_string("tolerance")}};
   if (verify) {
     rec.verified = true;
     const bool scaled = o.get_string("tolerance") == "scaled";

@@ -1,8 +1,8 @@
 // The online softmax of the attention mainloop (FlashAttention, Dao et al. 2022; the exp2 form with the softmax
 // scale folded into the exponent as in FlashAttention-2/3): per query row a running maximum and a running sum of
 // exp2(scale·log2(e)·(s − max)) over the key blocks seen so far, with the factor by which earlier partial results
-// must be rescaled when the maximum grows. Shared by every family that walks key blocks (forward, decode/split-KV,
-// MLA); the backward recomputes P from the LSE instead.
+// must be rescaled when the maximum grows. The forward kernel's today; meant for every family that walks key blocks
+// (decode/split-KV, MLA next); the backward recomputes P from the LSE instead.
 //
 // Conditional ("lazy") rescaling (FlashAttention-4, Zadouri et al. 2025): a row keeps its running max until a
 // block's max exceeds it by more than 8 in log2 units after scaling (a factor of 2^8 in P), so P may reach 256

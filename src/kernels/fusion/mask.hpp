@@ -33,10 +33,13 @@ struct ResidualMask {
   CUTLASS_DEVICE static ResidualMask make(int sk, bool /*qend*/, int m0, int sq) { return {sk, 0, m0, sq}; }
 
   /// Number of key blocks visited: blocks [0, n_blocks). Zero when no row of the tile sees a key.
-  CUTLASS_DEVICE int n_blocks() const { return sk <= 0 ? 0 : (sk + BlockN - 1) / BlockN; }
+  CUTLASS_DEVICE int n_blocks() const {
+    const int hi = sk - kKeyBegin;  // keys of the range
+    return hi <= 0 ? 0 : (hi + BlockN - 1) / BlockN;
+  }
 
-  /// Whether block n contains a key that some row of the tile must not see.
-  CUTLASS_DEVICE bool needs_mask(int n) const { return (n + 1) * BlockN > sk; }
+  /// Whether block n (keys kKeyBegin + n·BlockN …) contains a key that some row of the tile must not see.
+  CUTLASS_DEVICE bool needs_mask(int n) const { return kKeyBegin + (n + 1) * BlockN > sk; }
 
   /// Whether row i sees key j.
   CUTLASS_DEVICE bool visible(int /*i*/, int j) const { return j < sk; }
@@ -58,12 +61,12 @@ struct CausalMask {
 
   /// Number of key blocks visited: up to the limit of the tile's last valid row.
   CUTLASS_DEVICE int n_blocks() const {
-    const int hi = min(sk, min(m0 + BlockM, sq) + offset);
+    const int hi = min(sk, min(m0 + BlockM, sq) + offset) - kKeyBegin;
     return hi <= 0 ? 0 : (hi + BlockN - 1) / BlockN;
   }
 
   /// Whether block n contains a key that some row of the tile must not see: past the limit of its first row.
-  CUTLASS_DEVICE bool needs_mask(int n) const { return (n + 1) * BlockN > min(sk, m0 + 1 + offset); }
+  CUTLASS_DEVICE bool needs_mask(int n) const { return kKeyBegin + (n + 1) * BlockN > min(sk, m0 + 1 + offset); }
 
   /// Whether row i sees key j.
   CUTLASS_DEVICE bool visible(int i, int j) const { return j < sk && j <= i + offset; }
