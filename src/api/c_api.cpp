@@ -2,14 +2,14 @@
 // the C boundary.
 #include "fmha/c_api.h"
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
+#include "api/c_params.h"
+#include "api/host.h"
 #include "fmha/fwd.h"
 #include "fmha/version.h"
-#include "api/c_params.h"
-
-#include <cstddef>
 
 // The ABI of version 1: a change here is a new FMHA_FWD_PARAMS_VERSION.
 static_assert(sizeof(fmha_fwd_params) == 232, "fmha_fwd_params: version 1 is 232 bytes");
@@ -51,7 +51,7 @@ int guarded(const char* entry, char* err, int err_len, Body body) {
 
 fmha::Status range(const char* name, int value, int lo, int hi, const char* meaning) {
   if (value >= lo && value <= hi) return fmha::Status::ok();
-  return fmha::Status::invalid(std::string(name) + ": expected " + meaning + ", got " + std::to_string(value));
+  return fmha::detail::invalid_arg(name, meaning, std::to_string(value));
 }
 
 }  // namespace
@@ -60,18 +60,17 @@ namespace fmha::detail {
 
 Status fwd_params_from_c(const fmha_fwd_params* c, FwdParams* out) {
   FwdParams tmp;
-  FwdParams* p = &tmp;
-  if (c == nullptr) return fmha::Status::invalid("params: expected a fmha_fwd_params, got NULL");
+  FwdParams* p = &tmp;  // written to `out` only once every check passed
+  if (c == nullptr) return invalid_arg("params", "a fmha_fwd_params", "NULL");
   if (c->struct_size != sizeof(fmha_fwd_params))
-    return fmha::Status::invalid("struct_size: expected " + std::to_string(sizeof(fmha_fwd_params)) +
-                                 " (sizeof(fmha_fwd_params) of this library; call fmha_fwd_params_init), got " +
-                                 std::to_string(c->struct_size));
+    return invalid_arg("struct_size",
+                       std::to_string(sizeof(fmha_fwd_params)) +
+                           " (sizeof(fmha_fwd_params) of this library; call fmha_fwd_params_init)",
+                       std::to_string(c->struct_size));
   if (c->version != FMHA_FWD_PARAMS_VERSION)
-    return fmha::Status::invalid("version: expected " + std::to_string(FMHA_FWD_PARAMS_VERSION) + ", got " +
-                                 std::to_string(c->version));
+    return invalid_arg("version", std::to_string(FMHA_FWD_PARAMS_VERSION), std::to_string(c->version));
   if (c->reserved != 0)
-    return fmha::Status::invalid("reserved: expected 0 (fmha_fwd_params_init sets it), got " +
-                                 std::to_string(c->reserved));
+    return invalid_arg("reserved", "0 (fmha_fwd_params_init sets it)", std::to_string(c->reserved));
   for (const fmha::Status& s :
        {range("dtype", c->dtype, 0, 1, "0 (fp16) or 1 (bf16)"),
         range("out_dtype", c->out_dtype, -1, 1, "-1 (the input dtype), 0 (fp16) or 1 (bf16)"),

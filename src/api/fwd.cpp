@@ -2,10 +2,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "api/host.h"
@@ -35,7 +33,7 @@ using detail::low_hex;
 
 /// The registry key of the unit that runs `p` (validated): its dtypes and head-dim tile.
 detail::KernelKey fwd_key(const FwdParams& p) {
-  const int tile = tiles::fwd_head_dim_tile(p.head_dim);
+  const int tile = fwd_tile(p.head_dim);
   return {detail::Op::kFwd, p.dtype, p.out_dtype.value_or(p.dtype), tile, tile};
 }
 

@@ -10,6 +10,7 @@
 #include "api/registry.h"
 #include "fmha/c_api.h"
 #include "fmha/fwd.h"
+#include "test_util.h"
 #include "fmha/version.h"
 #include "kernels/fwd_tiles.h"
 
@@ -17,16 +18,7 @@ namespace {
 
 alignas(16) char g_buf[64];
 
-fmha::FwdParams valid() {
-  fmha::FwdParams p;
-  p.dtype = fmha::DType::kBF16;
-  p.batch = 2, p.heads_q = 8, p.heads_kv = 2, p.head_dim = 128;
-  p.seqlen_q = p.seqlen_k = 4096;
-  p.q = p.k = p.v = g_buf;
-  p.o = g_buf;
-  fmha::set_contiguous_strides(p);
-  return p;
-}
+fmha::FwdParams valid() { return fmha::testutil::dense_fwd_params(g_buf, 2, 8, 2, 128, 4096); }
 
 void expect_invalid(const fmha::FwdParams& p, const std::string& fragment,
                     fmha::StatusCode code = fmha::StatusCode::kInvalidArgument) {

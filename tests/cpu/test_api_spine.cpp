@@ -10,20 +10,13 @@
 #include "api/registry.h"
 #include "fmha/c_api.h"
 #include "fmha/fwd.h"
+#include "test_util.h"
 
 namespace {
 
 alignas(256) char g_buf[1024];
 
-fmha::FwdParams valid() {
-  fmha::FwdParams p;
-  p.batch = 2, p.heads_q = 8, p.heads_kv = 2, p.head_dim = 64;
-  p.seqlen_q = p.seqlen_k = 512;
-  p.q = p.k = p.v = g_buf;
-  p.o = g_buf;
-  fmha::set_contiguous_strides(p);
-  return p;
-}
+fmha::FwdParams valid() { return fmha::testutil::dense_fwd_params(g_buf, 2, 8, 2, 64, 512); }
 
 TEST(ApiSpine, ArgumentErrorsHaveOneFormat) {
   const fmha::Status s = fmha::detail::invalid_arg("heads_q", "≥ 1", "0");

@@ -19,68 +19,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 
-# A stub torch: tensors with shapes only; a global simulated clock (ms) that fake backends advance and CUDA events read.
-STUB = '''
-import contextlib, itertools
-__version__ = "0.0-stub"
-_ptr = itertools.count(4096, 4096)
-_clock = [0.0]
-def _tick(ms):
-    _clock[0] += ms
-bfloat16, float16, float32 = "bf16", "fp16", "f32"
-class T:
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype, self.ptr = tuple(shape), dtype, next(_ptr)
-    def data_ptr(self):
-        return self.ptr
-    def transpose(self, a, b):
-        s = list(self.shape)
-        s[a], s[b] = s[b], s[a]
-        return T(s, self.dtype)
-    def float(self):
-        return self
-    def __sub__(self, other):
-        assert self.shape == other.shape, (self.shape, other.shape)
-        return self
-    def abs(self):
-        return self
-    def max(self):
-        return self
-    def item(self):
-        return 0.25
-def manual_seed(seed):
-    pass
-def randn(*shape, device=None, dtype=None):
-    return T(shape, dtype)
-def empty_like(x):
-    return T(x.shape, x.dtype)
-def empty(*shape, device=None, dtype=None):
-    return T(shape, dtype)
-class _Stream:
-    cuda_stream = 77
-class _Event:
-    def __init__(self, enable_timing=False):
-        self.t = None
-    def record(self):
-        self.t = _clock[0]
-    def synchronize(self):
-        pass
-    def elapsed_time(self, end):
-        return end.t - self.t
-class cuda:
-    Event = _Event
-    @staticmethod
-    def current_stream():
-        return _Stream()
-    @staticmethod
-    def get_device_name():
-        return "Stub GPU"
-class backends:
-    class cudnn:
-        @staticmethod
-        def version():
-            return 91900
-'''
+sys.path.insert(0, HERE)
+from stub_torch import TORCH as STUB  # noqa: E402
+
 ATTENTION = '''
 import contextlib
 import torch

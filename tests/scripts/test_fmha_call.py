@@ -13,35 +13,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 
-STUB = '''
-import itertools
-_ptr = itertools.count(4096, 4096)
-bfloat16, float16, float32 = "bf16", "fp16", "f32"
-class T:
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype, self.ptr = tuple(shape), dtype, next(_ptr)
-    def data_ptr(self):
-        return self.ptr
-    def transpose(self, a, b):
-        return self
-def manual_seed(seed):
-    pass
-def randn(*shape, device=None, dtype=None):
-    return T(shape, dtype)
-def empty_like(x):
-    return T(x.shape, x.dtype)
-def empty(*shape, device=None, dtype=None):
-    return T(shape, dtype)
-class _Stream:
-    cuda_stream = 77
-class cuda:
-    @staticmethod
-    def current_stream():
-        return _Stream()
-    @staticmethod
-    def synchronize():
-        pass
-'''
+sys.path.insert(0, HERE)
+from stub_torch import TORCH as STUB  # noqa: E402  (shared with test_bench_peers.py)
 
 
 def check(cond, what):
