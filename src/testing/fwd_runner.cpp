@@ -11,9 +11,12 @@
 #include <random>
 #include <sstream>
 
+#include "api/host.h"
 #include "kernels/fwd_tiles.h"
 #include "reference/attention.h"
 #include "reference/dtype.h"
+#include "testing/device_buffer.h"
+#include "testing/gpu_reference.h"
 
 namespace fmha::testing {
 namespace {
@@ -102,8 +105,9 @@ std::string FwdOutcome::summary() const {
   }
   if (!checked) return "ran (not checked)";
   s << "O: " << o.message << " | LSE: " << lse.message;
-  if (!untouched) s << " | memory outside the valid rows of O or LSE was written";
+  if (!untouched) s << " | memory outside the valid rows of O or LSE (or a guard band) was written";
   if (!all_written) s << " | some valid elements of O or LSE were never written (still NaN)";
+  if (!write_problem.empty()) s << " (" << write_problem << ")";
   return s.str();
 }
 
@@ -192,18 +196,19 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
     FMHA_TRY_CUDA(cudaMemcpy(buf.p, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
     return Status::ok();
   };
-  DeviceBuf dq, dk, dv, dO, dlse, dcuq, dcuk;
+  DeviceBuf dq, dk, dv, dcuq, dcuk;
   o.init(rows_q, H, D, c.row_pad);
   for (auto pr : {std::make_pair(&q, &dq), std::make_pair(&k, &dk), std::make_pair(&v, &dv)}) {
     if (Status s = upload(*pr.first, *pr.second, false); !s) return out.status = s, out;
   }
-  if (Status s = upload(o, dO, true); !s) return out.status = s, out;
+  // Outputs poisoned with NaN inside guard bands (testing/device_buffer.h).
+  GuardedBuffer dO, dlse;
+  if (Status s = dO.allocate(o.data.size(), 2); !s) return out.status = s, out;
   // LSE layout: dense [B][H][Sq]; varlen [H][total_q] with total_q = the rows of Q (trailing rows included).
   const size_t lse_n = size_t(H) * (c.varlen ? size_t(rows_q) : size_t(B) * sq_max);
+  if (Status s = dlse.allocate(lse_n, 4); !s) return out.status = s, out;
   {
-    std::vector<float> nan(std::max<size_t>(lse_n, 1), std::numeric_limits<float>::quiet_NaN());
-    cudaError_t e = cudaMalloc(&dlse.p, nan.size() * 4);
-    if (e == cudaSuccess) e = cudaMemcpy(dlse.p, nan.data(), nan.size() * 4, cudaMemcpyHostToDevice);
+    cudaError_t e = cudaSuccess;
     if (c.varlen && e == cudaSuccess) e = cudaMalloc(&dcuq.p, cu_q.size() * 4);
     if (c.varlen && e == cudaSuccess) e = cudaMemcpy(dcuq.p, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice);
     if (c.varlen && e == cudaSuccess) e = cudaMalloc(&dcuk.p, cu_k.size() * 4);
@@ -211,7 +216,7 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
     if (e != cudaSuccess) return out.status = Status(StatusCode::kCudaError, std::string("harness setup: ") + cudaGetErrorString(e)), out;
   }
 
-  FwdParams p = make_fwd_params(c, dq.p, dk.p, dv.p, dO.p, static_cast<float*>(dlse.p),
+  FwdParams p = make_fwd_params(c, dq.p, dk.p, dv.p, dO.data(), static_cast<float*>(dlse.data()),
                                 static_cast<const int*>(dcuq.p), static_cast<const int*>(dcuk.p));
   out.status = fwd(p, stream);
   if (!out.status) return out;
@@ -220,13 +225,11 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
 
   out.o_bits.resize(o.data.size());
   out.lse_all.resize(lse_n);
-  cudaError_t e_o = cudaMemcpy(out.o_bits.data(), dO.p, out.o_bits.size() * 2, cudaMemcpyDeviceToHost);
-  if (e_o != cudaSuccess)
-    return out.status = Status(StatusCode::kCudaError, std::string("download O: ") + cudaGetErrorString(e_o)), out;
-  if (cudaError_t e = cudaMemcpy(out.lse_all.data(), dlse.p, lse_n * 4, cudaMemcpyDeviceToHost); e != cudaSuccess)
-    return out.status = Status(StatusCode::kCudaError, std::string("download: ") + cudaGetErrorString(e)), out;
+  bool o_guards = true, lse_guards = true;
+  if (Status s = dO.download(out.o_bits.data(), o_guards); !s) return out.status = s, out;
+  if (Status s = dlse.download(out.lse_all.data(), lse_guards); !s) return out.status = s, out;
   if (c.iterations > 0) {
-    if (Status st = time_launches(c, p, {dq.p, dk.p, dv.p, dO.p}, {q.data.size() * 2, k.data.size() * 2,
+    if (Status st = time_launches(c, p, {dq.p, dk.p, dv.p, dO.data()}, {q.data.size() * 2, k.data.size() * 2,
                                   v.data.size() * 2, o.data.size() * 2}, stream, out.times_ms); !st)
       return out.status = st, out;
   }
@@ -301,7 +304,7 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
     s.row_sum_rounded_p = row_sum_rounded_p;
     ref::fwd(s, view(q, q0 + r0, h), view(k, k0, hk), view(v, k0, hk), vok, vlk, 0, key_end);
   };
-  {
+  if (c.reference == RefImpl::kCpu) {
     std::atomic<size_t> next{0};
     const unsigned workers = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), unsigned(jobs.size())));
     std::vector<std::thread> pool;
@@ -310,6 +313,42 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
         for (size_t i; (i = next.fetch_add(1)) < jobs.size();) run_job(jobs[i]);
       });
     for (auto& th : pool) th.join();
+  } else if (!jobs.empty()) {
+    // The GPU reference (testing/gpu_reference.h) over the whole problem, both models in one launch.
+    GpuRefProblem g;
+    g.dtype = c.dtype;
+    g.heads_q = H, g.heads_kv = HK, g.head_dim_qk = D, g.head_dim_v = D;
+    g.seqlens_q = c.seqlens_q, g.seqlens_k = c.seqlens_k;
+    for (int b = 0; b < B; ++b) {
+      g.row0_q.push_back(c.varlen ? cu_q[b] : int64_t(b) * sq_max);
+      g.row0_k.push_back(c.varlen ? cu_k[b] : int64_t(b) * sk_max);
+    }
+    g.mask = c.mask, g.align = c.align, g.scale = scale, g.row_sum_rounded_p = row_sum_rounded_p;
+    const size_t n_o = size_t(rows_q) * H * D, n_l = size_t(rows_q) * H;
+    DeviceBuf ro;
+    if (Status st = detail::cuda_status(cudaMalloc(&ro.p, (2 * n_o + 2 * n_l) * 4 + 4), "harness: reference buffers");
+        !st)
+      return out.status = st, out;
+    float* base = static_cast<float*>(ro.p);
+    GpuRefOutputs ga{base, base + 2 * n_o, base + n_o, base + 2 * n_o + n_l};
+    const GpuRefOperand gq{dq.p, q.row_stride(), D}, gk{dk.p, k.row_stride(), D}, gv{dv.p, v.row_stride(), D};
+    if (Status st = gpu_reference_fwd(g, gq, gk, gv, ga, stream); !st) return out.status = st, out;
+    std::vector<float> all((2 * n_o + 2 * n_l));
+    if (Status st = detail::cuda_status(cudaMemcpy(all.data(), ro.p, all.size() * 4, cudaMemcpyDeviceToHost),
+                                        "harness: download the reference");
+        !st)
+      return out.status = st, out;
+    for (Job& jb : jobs) {
+      const int64_t q0 = c.varlen ? cu_q[jb.b] : int64_t(jb.b) * sq_max;
+      jb.oe.resize(size_t(jb.n) * D), jb.ok.resize(size_t(jb.n) * D), jb.le.resize(jb.n), jb.lk.resize(jb.n);
+      for (int i = 0; i < jb.n; ++i) {
+        const size_t row = size_t(q0 + jb.r0 + i) * H + jb.h;
+        std::copy_n(all.begin() + row * D, D, jb.oe.begin() + size_t(i) * D);
+        std::copy_n(all.begin() + n_o + row * D, D, jb.ok.begin() + size_t(i) * D);
+        jb.le[i] = all[2 * n_o + row];
+        jb.lk[i] = all[2 * n_o + n_l + row];
+      }
+    }
   }
   std::vector<float> got_o, ref_o_exact, ref_o_kernel, got_lse, ref_lse, ref_lse_kernel;
   for (const Job& jb : jobs) {
@@ -340,25 +379,21 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
   const ref::FixedThresholds th = ref::seed_thresholds(c.dtype, false);
   out.o_fixed = ref::compare_fixed(got_o.data(), ref_o_kernel.data(), int64_t(got_o.size()), th.max, th.mean);
   out.lse_fixed = ref::compare_fixed(got_lse.data(), ref_lse.data(), int64_t(got_lse.size()), th.max, th.mean);
-  // Outside the valid rows/columns O keeps its poison; inside, every element and every LSE entry was written
-  // (no input here is NaN, so a NaN output means an element the kernel skipped).
-  for (size_t i = 0; i < written.size() && out.untouched; ++i)
-    if (!written[i] && out.o_bits[i] != kNaNBits) out.untouched = false;
-  for (size_t i = 0; i < written.size() && out.all_written; ++i)
-    if (written[i] && out.o_bits[i] == kNaNBits) out.all_written = false;
+  // Outside the valid rows/columns O and LSE keep their poison; inside, every element was written (no input here
+  // is NaN, so a NaN output means an element the kernel skipped); the guard bands around both are intact.
+  std::vector<char> lse_written(lse_n, 0);
   for (int h = 0; h < H; ++h) {
     if (c.varlen) {
-      for (int r = 0; r < rows_q; ++r) {
-        const float x = out.lse_all[size_t(h) * rows_q + r];
-        if (r >= cu_q[B] && !std::isnan(x)) out.untouched = false;  // LSE rows past the last entry
-        if (r < cu_q[B] && std::isnan(x)) out.all_written = false;
-      }
+      std::fill_n(lse_written.begin() + size_t(h) * rows_q, cu_q[B], char(1));
     } else {
-      for (int b = 0; b < B; ++b)
-        for (int i = 0; i < sq_max; ++i)
-          if (std::isnan(out.lse_all[(size_t(b) * H + h) * sq_max + i])) out.all_written = false;
+      for (int b = 0; b < B; ++b) std::fill_n(lse_written.begin() + (size_t(b) * H + h) * sq_max, c.seqlens_q[b], char(1));
     }
   }
+  const WriteCheck wo = check_writes("O", out.o_bits.data(), out.o_bits.size(), 2, written, o_guards);
+  const WriteCheck wl = check_writes("LSE", out.lse_all.data(), lse_n, 4, lse_written, lse_guards);
+  out.untouched = wo.untouched && wl.untouched && wo.guards_ok && wl.guards_ok;
+  out.all_written = wo.all_written && wl.all_written;
+  out.write_problem = !wo.first_problem.empty() ? wo.first_problem : wl.first_problem;
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Test and benchmark harness for the forward kernel (host only): builds a problem on the device from host data,
-// poisons every output with NaN, runs fmha::fwd and checks O and LSE against the CPU reference
-// (reference/compare.h, scale-aware rule with k = 2). Shared by the GPU tests and the fmha_fwd tool.
+// poisons every output with NaN inside guard bands (testing/device_buffer.h), runs fmha::fwd and checks O and LSE
+// against the GPU reference (testing/gpu_reference.h) or the CPU reference (reference/attention.h) under the
+// scale-aware rule with k = 2 (reference/compare.h). Shared by the GPU tests and the fmha_fwd tool.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,10 @@
 #include "reference/compare.h"
 
 namespace fmha::testing {
+
+/// Which reference run_fwd_case checks against: the GPU reference (testing/gpu_reference.h, every row in
+/// seconds; the default) or the CPU reference (reference/attention.h, on all host cores).
+enum class RefImpl { kGpu, kCpu };
 
 /// One forward problem. Dense when !varlen (then every entry has seqlens_q[0] / seqlens_k[0] rows).
 struct FwdCase {
@@ -34,6 +39,7 @@ struct FwdCase {
   float q_value = 0.f;    ///< init 'c': constant value for Q
   char init = 'r';        ///< 'r' Gaussian(0,1); 'c' constant q_value for Q, Gaussian K/V; 'z' all zeros
   uint64_t seed = 1;
+  RefImpl reference = RefImpl::kGpu;
   int check_rows = 0;     ///< rows checked per (entry, head): 0 = all; else the last check_rows rows of each entry
   int check_heads = 0;    ///< query heads checked: 0 = all; else heads spread over [0, heads_q)
   /// Optional custom initialisation: called with "q", "k" or "v" and the tensor's valid elements in
@@ -55,6 +61,7 @@ struct FwdOutcome {
   std::vector<double> times_ms;  ///< one per timed iteration
   bool untouched = true;         ///< memory outside the valid rows/columns of O and LSE still holds the NaN poison
   bool all_written = true;       ///< every valid element of O and LSE was overwritten (no poison left)
+  std::string write_problem;     ///< the first element that broke `untouched` or `all_written`, empty when none
   std::vector<uint16_t> o_bits;  ///< the whole O buffer as returned (for determinism checks)
   std::vector<float> lse_all;    ///< the whole LSE buffer as returned
   bool ok() const { return status.is_ok() && (!checked || (o.ok && lse.ok && untouched && all_written)); }

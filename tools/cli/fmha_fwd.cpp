@@ -78,6 +78,7 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
   c.iterations = o.get_int("iterations");
   c.ring_sets = o.get_int("tensor_ring_buffers");
   c.check_rows = o.get_int("verify-rows");
+  c.reference = o.get_string("reference") == "cpu" ? fmha::testing::RefImpl::kCpu : fmha::testing::RefImpl::kGpu;
   const char styles[3] = {init_style_for(o, "q"), init_style_for(o, "k"), init_style_for(o, "v")};
   c.fill = [&](const std::string& t, std::vector<float>& vals) {
     InitParams ip;
@@ -160,6 +161,10 @@ int main(int argc, char** argv) {
                "Verification rule: scaled (the library's scale-aware bound, docs/numerics.md) or seed (the seed's "
                "fixed thresholds, docs/seed.md §6).",
                std::string("scaled")).one_of({"scaled", "seed"});
+  t.add_string("reference",
+               "Reference for --verify: gpu (a plain fp64 CUDA kernel, every row in seconds) or cpu (the CPU "
+               "reference on all cores).",
+               std::string("gpu")).one_of({"gpu", "cpu"});
   t.add_int("verify-rows", "Rows per batch entry and head checked by --verify (the last ones); 0 = all.", 0)
       .at_least(0);
   ToolSpec spec;
