@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <ostream>
 #include <random>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "gpu/gpu_env.h"
 #include "kernels/fwd_tiles.h"
+#include "reference/dtype.h"
 #include "testing/fwd_runner.h"
 
 using fmha::CausalAlign;
@@ -161,19 +163,16 @@ std::vector<Named> edge_cases() {
     // E07(b): row stride × row index above 2^31 elements (8192-element rows, 270000 of them).
     Named e{"E07b_offsets_over_2pow31", dense(1, 1, 1, 270000, 270000, 64, MaskType::kCausal)};
     e.c.row_pad = 8192 - 64;
-    e.c.check_rows = 32;
     v.push_back(e);
   }
   for (int s : {32767, 32769, 65537}) {
     Named e{"E08_s" + std::to_string(s), dense(1, 1, 1, s, s, 128, MaskType::kCausal)};
-    e.c.check_rows = 64;
     v.push_back(e);
   }
   {
     Named e{"E09_batch70000", dense(70000, 1, 1, 16, 16, 64, MaskType::kNone)};
     v.push_back(e);
     Named f{"E09_heads70000", dense(1, 70000, 1, 16, 16, 64, MaskType::kNone)};
-    f.c.check_heads = 8;
     v.push_back(f);
   }
   // Head dims that run through a larger tile with predication, and d 32.
@@ -281,8 +280,6 @@ std::vector<Named> edge_cases() {
   // Real model shapes: Llama-3-8B prefill (32/8 heads, d 128) at 4k and 8k tokens, and a mixed varlen batch.
   for (int s : {4096, 8192}) {
     Named l{"llama3_8b_" + std::to_string(s), dense(1, 32, 8, s, s, 128, MaskType::kCausal)};
-    l.c.check_rows = 32;
-    l.c.check_heads = 4;
     v.push_back(l);
   }
   // Lazy rescaling (a row keeps its running max until a block raises it by more than 8 in log2 units): with the
@@ -348,7 +345,6 @@ std::vector<Named> edge_cases() {
     // (which truncates) lost 8.6e-4 of itself (perf-log v12, E07b, the causal counterpart, which runs the same
     // sums); folded per key block it must pass the LSE rule.
     Named e{"long_row_sum_270k_noncausal", dense(1, 1, 1, 384, 270000, 64, MaskType::kNone)};
-    e.c.check_rows = 32;
     v.push_back(e);
   }
   // Dense non-causal problems run their tiles in L2-sized sections of heads (FwdTileScheduler::decode in
@@ -356,14 +352,12 @@ std::vector<Named> edge_cases() {
   // over 2 K/V heads with 20000 keys give sections of 4 and 2.
   {
     Named l{"llama3_8b_8192_noncausal", dense(1, 32, 8, 8192, 8192, 128, MaskType::kNone)};
-    l.c.check_rows = 32;
-    l.c.check_heads = 4;
     v.push_back(l);
     v.push_back({"l2_sections_partial", dense(1, 6, 2, 256, 20000, 128, MaskType::kNone)});
   }
   // Dense causal problems on a few persistent CTAs walk the paired order (units of query blocks
-  // m_blocks − 1 − q and q, in L2 sections): 40 heads of 2048 keys at d 64 are two sections (32 and 8 heads; 8 heads
-  // checked, spread over both) of 11 query blocks (1408 rows in 128-row tiles; odd, so each head's middle block has a
+  // m_blocks − 1 − q and q, in L2 sections): 40 heads of 2048 keys at d 64 are two sections (32 and 8 heads)
+  // of 11 query blocks (1408 rows in 128-row tiles; odd, so each head's middle block has a
   // unit of its own);
   // 6 query heads over 2 K/V heads with 20000 keys, causal q-end, sections of 4 and 2, 2 query blocks each; d 128 with
   // 1300 rows, one section of 11 blocks (128 rows), also in the sanitizer set. (The paired order needs at least as
@@ -375,7 +369,6 @@ std::vector<Named> edge_cases() {
     Named n{name, c};
     n.c.scheduler = fmha::TileScheduler::kPersistent;
     n.c.sm_count = sms;
-    if (n.c.heads_q == 40) n.c.check_heads = 8;
     v.push_back(n);
   }
   // Dense causal problems on the one-CTA-per-tile scheduler run in L2 sections too (v15): 6 query heads over 2 K/V
@@ -390,20 +383,109 @@ std::vector<Named> edge_cases() {
   // The default route of dense causal problems just past the short causal limit at d <= 64: 192-row tiles (with
   // the tensor-core row sums), persistent on every SM, so the paired order and the causal L2 sections: 40 heads of
   // kLongKeys keys, 7 query blocks of 192 rows (odd: a middle block per head), 160 units >= the SM count of an
-  // H100/H200; both dtypes, 8 heads checked (spread over the sections).
+  // H100/H200; both dtypes.
   for (DType t : {DType::kBF16, DType::kFP16}) {
     Named n{std::string("causal_pairs_192_") + (t == DType::kBF16 ? "bf16" : "fp16"),
             dense(1, 40, 40, 7 * 192, kLongKeys, 64, MaskType::kCausal)};
     n.c.dtype = t;
-    n.c.check_heads = 8;
     v.push_back(n);
   }
   {
     Named l{"llama3_8b_varlen_mixed", varlen(32, 8, 128, {1000, 37, 4096, 2500, 1}, {1000, 37, 4096, 2500, 1},
                                              MaskType::kCausal)};
-    l.c.check_rows = 48;
-    l.c.check_heads = 4;
     v.push_back(l);
+  }
+  return v;
+}
+
+
+/// Extreme logits (the online softmax's exponent at the kept max is exactly 0 at any magnitude): every score is one
+/// exact product, q row i = [a_i, 0, …] and key j = [b_j, 0, …] with a_i = ±2^e_i and b_j = 2^eb · (1 + m_j/128),
+/// m_j = (37·j + 11) mod 128 (exact in bf16 and fp16; a few keys share the largest m, so the answer averages their
+/// V), so scale·q·k reaches the magnitude the row's exponent picks while the logit gaps stay exact (no GEMM error
+/// to hide behind). V is Gaussian rounded to multiples of 1/8 (exact in both types). `row_exp(i)` gives e_i; `equal_keys` makes every b_j =
+/// 2^eb (all logits of a row equal: O = mean(V)).
+std::function<void(const std::string&, std::vector<float>&)> extreme_fill(std::function<int(int)> row_exp, int eb,
+                                                                          int heads_q, int heads_kv, int d,
+                                                                          bool equal_keys = false) {
+  return [=](const std::string& name, std::vector<float>& x) {
+    std::mt19937 rng(name == "v" ? 77u : 78u);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int dim = int(i % size_t(d));
+      if (name == "v") {
+        // Multiples of 1/8 (exact in bf16 and fp16), never −0.0: with one key O = 0 + 1 · V reads +0 there.
+        x[i] = std::round(normal(rng) * 8.f) / 8.f + 0.f;
+      } else if (name == "q") {
+        const int row = int(i / (size_t(heads_q) * d));
+        x[i] = dim == 0 ? std::ldexp(row % 2 ? -1.f : 1.f, row_exp(row)) : 0.f;
+      } else {
+        const int key = int(i / (size_t(heads_kv) * d));
+        const int m = equal_keys ? 0 : (37 * key + 11) % 128;
+        x[i] = dim == 0 ? std::ldexp(1.f + float(m) / 128.f, eb) : 0.f;
+      }
+    }
+  };
+}
+
+/// The extreme-logit cases: |scale·q·k| from about 1e2 to 1e12 (bf16), rows of every magnitude side by side in one
+/// tile (a warp-uniform choice must not leak from one row to another), the 128- and 192-row kernels (fp32 and
+/// tensor-core row sums), causal and not, one key per row, all logits of a row equal, and fp16 near its range.
+std::vector<Named> extreme_logits() {
+  std::vector<Named> v;
+  // b ∈ [2^10, 2^11), scale 1/8 at d 64: scale·q·k ≈ 2^(e+10-3)·1.5, so e = round(log2(10^t · 8 / 1536)).
+  auto exp_for = [](int t) { return int(std::lround(std::log2(std::pow(10.0, t) * 8.0 / 1536.0))); };
+  for (int t : {2, 3, 4, 6, 8, 10, 12}) {
+    Named n{"extreme_1e" + std::to_string(t), dense(1, 2, 2, 150, 1000, 64, MaskType::kNone)};
+    const int e = exp_for(t);
+    n.c.fill = extreme_fill([e](int) { return e; }, 10, 2, 2, 64);
+    v.push_back(n);
+  }
+  auto mixed = [exp_for](int row) { return exp_for(2 + 2 * (row % 6)); };  // 1e2, 1e4, … 1e12, row after row
+  {
+    Named n{"extreme_mixed_rows_192", dense(1, 2, 2, 400, kNcLongKeys + 448, 64, MaskType::kNone)};
+    n.c.fill = extreme_fill(mixed, 10, 2, 2, 64);
+    v.push_back(n);
+    Named c{"extreme_mixed_rows_causal_192", dense(1, 2, 2, 400, kLongKeys + 300, 64, MaskType::kCausal,
+                                                   CausalAlign::kQEnd)};
+    c.c.fill = extreme_fill(mixed, 10, 2, 2, 64);
+    v.push_back(c);
+    Named d{"extreme_mixed_rows_causal_d128_pingpong", dense(1, 2, 2, 400, 1000, 128, MaskType::kCausal)};
+    d.c.fill = extreme_fill(mixed, 10, 2, 2, 128);
+    d.c.pingpong = fmha::Toggle::kOn;
+    v.push_back(d);
+    // Whole warps of ordinary rows (1e2, the FFMA form) beside warps of 1e12 rows (the exact form) in one tile: a
+    // warp's choice must not reach the next warp (wgmma accumulators: warp w of a warpgroup holds rows 16w … 16w+15).
+    auto by_warp = [exp_for](int row) { return exp_for((row / 16) % 2 ? 12 : 2); };
+    Named w{"extreme_mixed_warps_d64", dense(1, 2, 2, 256, 1000, 64, MaskType::kNone)};
+    w.c.fill = extreme_fill(by_warp, 10, 2, 2, 64);
+    v.push_back(w);
+    Named w2{"extreme_mixed_warps_causal_192", dense(1, 2, 2, 400, kLongKeys + 300, 64, MaskType::kCausal,
+                                                     CausalAlign::kQEnd)};
+    w2.c.fill = extreme_fill(by_warp, 10, 2, 2, 64);
+    v.push_back(w2);
+    Named f{"extreme_mixed_rows_d128_persistent", dense(2, 2, 1, 300, 1200, 128, MaskType::kNone)};
+    f.c.fill = extreme_fill(mixed, 10, 2, 1, 128);
+    f.c.scheduler = fmha::TileScheduler::kPersistent;
+    v.push_back(f);
+  }
+  {
+    Named n{"extreme_one_key_1e12", dense(1, 2, 2, 64, 1, 64, MaskType::kNone)};
+    n.c.fill = extreme_fill([exp_for](int) { return exp_for(12); }, 10, 2, 2, 64);
+    v.push_back(n);
+    Named e{"extreme_all_equal_1e12", dense(1, 2, 2, 64, 700, 64, MaskType::kNone)};
+    e.c.fill = extreme_fill([exp_for](int) { return exp_for(12); }, 10, 2, 2, 64, true);
+    v.push_back(e);
+  }
+  {
+    // fp16 near its range: q = ±2^15, k ∈ [2^15, 2^16): scores up to 2^32 in fp32, scale·q·k up to about 5e8.
+    for (auto m : {MaskType::kNone, MaskType::kCausal}) {
+      Named n{std::string("extreme_fp16_range_") + (m == MaskType::kCausal ? "causal_192" : "none"),
+              dense(1, 2, 2, 300, m == MaskType::kCausal ? kLongKeys + 100 : 900, 64, m)};
+      n.c.dtype = DType::kFP16;
+      n.c.fill = extreme_fill([](int) { return 15; }, 15, 2, 2, 64);
+      v.push_back(n);
+    }
   }
   return v;
 }
@@ -433,6 +515,32 @@ std::string param_name(const ::testing::TestParamInfo<Named>& i) { return i.para
 
 INSTANTIATE_TEST_SUITE_P(Seed, FwdCaseTest, ::testing::ValuesIn(with_both_dtypes(seed_matrix())), param_name);
 INSTANTIATE_TEST_SUITE_P(Edge, FwdCaseTest, ::testing::ValuesIn(edge_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(Extreme, FwdCaseTest, ::testing::ValuesIn(extreme_logits()), param_name);
+
+TEST(FwdGpu, ExtremeLogitsOneKeyGivesVExactly) {
+  // One key per row at |scale·q·k| ≈ 1e12 (bf16; fp16 near its range): P = 1 exactly, so every row's O is the
+  // key's V row itself, bit for bit (a NaN or a stray factor in the exponent at the max shows here first).
+  FMHA_REQUIRE_GPU();
+  for (DType t : {DType::kBF16, DType::kFP16}) {
+    FwdCase c = dense(1, 2, 2, 64, 1, 64, MaskType::kNone);
+    c.dtype = t;
+    const int e = t == DType::kBF16 ? 32 : 15;
+    c.fill = extreme_fill([e](int) { return e; }, t == DType::kBF16 ? 10 : 15, 2, 2, 64);
+    auto r = run_fwd_case(c);
+    ASSERT_TRUE(r.ok()) << r.summary();
+    std::vector<float> v(size_t(2) * 64);  // the one key's V row, [head][dim], as extreme_fill makes it
+    c.fill("v", v);
+    for (int h = 0; h < 2; ++h)
+      for (int row = 0; row < 64; ++row)
+        for (int d = 0; d < 64; ++d) {
+          const float want = v[size_t(h) * 64 + d];
+          const uint16_t bits = t == DType::kBF16 ? fmha::ref::float_to_bf16_bits(want)
+                                                  : fmha::ref::float_to_half_bits(want);
+          ASSERT_EQ(r.o_bits[(size_t(row) * 2 + h) * 64 + d], bits)
+              << fmha::to_string(t) << " row " << row << " head " << h << " dim " << d << ": O must be V";
+        }
+  }
+}
 
 TEST(FwdGpu, E01RowsWithoutKeysAreZeroAndMinusInf) {
   FMHA_REQUIRE_GPU();

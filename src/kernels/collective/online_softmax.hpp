@@ -10,6 +10,16 @@
 // tells the mainloop it may skip the O rescale. The final O / row_sum and LSE = max · scale + ln(row_sum) use the
 // kept max: the same softmax, rounded differently (P is no longer exactly 1 at the row max). Measured +5–7 % at
 // d 128 causal ≥ 4k, +1–5 % at d 64 ≥ 4k (docs/perf-log.md, v5).
+//
+// Large logits. The exponent is one FFMA, fma(s, scale_log2, −base) with base = fl(max · scale_log2): at the kept
+// max its argument is not 0 but e = max · scale_log2 − base, the product's rounding error (|e| ≤ half an ulp of
+// base), the same for every score of the row. So every P of the row carries the factor 2^e, which cancels in O as
+// long as the rescale factors and the LSE use the same base: corr = exp2(base_old − base_new), LSE = ln 2 · (base +
+// log2 Σ P). (A separate FADD, (s − max) · scale_log2, makes e = 0 but cost 8–12 % at d 64 and 2–4 % at d 128;
+// a warp-uniform branch to it per row or per block cost 5–14 %: docs/perf-log.md.) 2^e stays harmless while
+// |base| < kFastLimit = 2^26 (e ≤ 2, P ≤ 2^10: within fp16 and the fp32 sums); a row past it raises `beyond`, and
+// the kernel recomputes such rows exactly after its mainloop (fwd_kernel.cuh, exact_rows), where the exponent is
+// (s − max) · scale_log2 and so exactly 0 at the max at any magnitude.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -59,22 +69,25 @@ struct OnlineSoftmax {
     }
   }
 
+  /// |max · scale_log2| from which a row's exponents need the exact form (file comment).
+  static constexpr float kFastLimit = 67108864.f;  // 2^26
+
   /// After the last key block: the normaliser of a row (1 / sum; 0 for a row that saw no key, whose O is then 0)
   /// and its LSE (natural log of Σ exp(scale · s); −inf for such a row), from its kept max (raw score units), the
-  /// whole row's sum of P relative to that max and the softmax scale.
-  CUTLASS_DEVICE static void finish_row(float row_max, float sum, float scale, float& inv, float& lse) {
+  /// whole row's sum of P relative to that max's base (update) and scale_log2: LSE = ln 2 · (base + log2 sum).
+  CUTLASS_DEVICE static void finish_row(float row_max, float sum, float scale_log2, float& inv, float& lse) {
     inv = sum > 0.f ? 1.f / sum : 0.f;
-    lse = sum > 0.f ? row_max * scale + logf(sum) : -INFINITY;
+    lse = sum > 0.f ? (row_max * scale_log2 + log2f(sum)) * 0.6931471805599453f : -INFINITY;
   }
 
   /// One key block: `s` (kRows × kCols raw scores of this thread, masked keys already −inf) becomes the
-  /// unnormalised P = exp2(s · scale_log2 − max · scale_log2) in place; the running max and (without
-  /// kSumOnTensorCores) sum advance; corr[r] is the factor by which row r's earlier O (and sum) must be rescaled
-  /// (1 when its max was kept). Four independent partial sums (and maxima) per row instead of one serial chain: the
+  /// unnormalised P = exp2(s · scale_log2 − base) in place, base = fl(max · scale_log2); the running max and
+  /// (without kSumOnTensorCores) sum advance; corr[r] is the factor by which row r's earlier O (and sum) must be
+  /// rescaled (1 when its max was kept); `beyond` becomes true when a row's |base| reaches kFastLimit. Four independent partial sums (and maxima) per row instead of one serial chain: the
   /// softmax of a block is on the mainloop's critical path (docs/perf-log.md, v3).
   template <class TensorS>
   CUTLASS_DEVICE static void update(float (&row_max)[kRows], float (&row_sum)[kRows], TensorS& s, float scale_log2,
-                                    float (&corr)[kRows]) {
+                                    float (&corr)[kRows], bool& beyond) {
     float mx[kRows];
     if constexpr (kRowMaxFirst) {
       float chain[kRows][kMaxChains];
@@ -115,9 +128,12 @@ struct OnlineSoftmax {
       float new_max = fmaxf(row_max[r], mx[r]);
       // Lazy rescaling: NaN (both -inf) and +inf (first finite max) compare false: those rows update.
       if ((new_max - row_max[r]) * scale_log2 <= 8.f) new_max = row_max[r];
-      corr[r] = new_max == -INFINITY ? 1.f : exp2f((row_max[r] - new_max) * scale_log2);
-      corr[r] = new_max == row_max[r] ? 1.f : corr[r];
+      // The factor between the old and the new base (the file comment's 2^e cancels): −inf − base = −inf gives 0
+      // for a row's first keys (its O and sum are 0 anyway).
       const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+      corr[r] = new_max == -INFINITY ? 1.f : exp2f(row_max[r] * scale_log2 - base);
+      corr[r] = new_max == row_max[r] ? 1.f : corr[r];
+      beyond |= !(fabsf(base) < kFastLimit);
       if constexpr (kSumOnTensorCores) {
         CUTLASS_PRAGMA_UNROLL
         for (int c = 0; c < kCols; ++c) s(r, c) = exp2f(fmaf(s(r, c), scale_log2, -base));

@@ -79,6 +79,12 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
   p.causal_qend = a.causal_align == CausalAlign::kQEnd;
+  p.q = static_cast<Element const*>(a.q);
+  p.k = static_cast<Element const*>(a.k);
+  p.v = static_cast<Element const*>(a.v);
+  p.q_row_stride = a.q_row_stride, p.q_head_stride = a.q_head_stride, p.q_batch_stride = a.q_batch_stride;
+  p.k_row_stride = a.k_row_stride, p.k_head_stride = a.k_head_stride, p.k_batch_stride = a.k_batch_stride;
+  p.v_row_stride = a.v_row_stride, p.v_head_stride = a.v_head_stride, p.v_batch_stride = a.v_batch_stride;
 
   auto kernel = kernel::fwd_kernel<Config, Causal, PingPong>;
   constexpr int smem = Config::kSmemBytes;

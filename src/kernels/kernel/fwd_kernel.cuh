@@ -172,6 +172,13 @@ struct FwdKernelParams {
   float scale;       // softmax scale
   float scale_log2;  // scale · log2(e)
   bool causal_qend;
+  // Q, K and V as plain strided pointers (elements), for exact_rows only (the mainloop loads through TMA).
+  const Element* q;
+  const Element* k;
+  const Element* v;
+  int64_t q_row_stride, q_head_stride, q_batch_stride;
+  int64_t k_row_stride, k_head_stride, k_batch_stride;
+  int64_t v_row_stride, v_head_stride, v_batch_stride;
 #ifdef FMHA_TIMELINE
   unsigned long long* timeline;  // diagnostic: per (CTA < kTimelineCtas, warpgroup) event stamps, see FMHA_TL
 #endif
@@ -263,6 +270,60 @@ constexpr int kTimelineCtas = 8, kTimelineSlots = 8192;
 /// PingPong: the consumer warpgroups take turns issuing their GEMMs (named barriers), so that one warpgroup's
 /// softmax runs while the others' GEMMs occupy the tensor cores (FlashAttention-3, section 3.1); without it the
 /// warpgroups issue independently.
+/// The slow path for rows whose |max · scale_log2| reached OnlineSoftmax::kFastLimit (collective/online_softmax.hpp):
+/// this thread's kRows rows of tile `w` (tile rows get<0>(Oc(r, 0)), columns get<1>(Oc(r, c))) are recomputed
+/// from global memory in two passes over their visible keys, the max and then P = exp2((s − max) · scale_log2), exactly
+/// 1 at the max whatever its magnitude; O(r, c) receives the normalised result and lse[r] the row's LSE (−inf and
+/// O = 0 for a row that sees no key). Slow (each of the four threads of a row recomputes every score of it in fp32),
+/// and only reached when a warp holds such a row, which no input with |scale · q · k| below about 4.6e7 produces.
+template <class Config, class Mask, class TensorO, class TensorOc, int kRows>
+CUTLASS_DEVICE void exact_rows(FwdKernelParams<Config> const& p, FwdTile const& w, Mask const& mask, TensorO& O,
+                               TensorOc const& Oc, float (&lse)[kRows]) {
+  using Element = typename Config::Element;
+  const int hk = w.h / p.order.group;
+  const int d = p.order.head_dim;
+  const bool varlen = p.cu_q != nullptr;
+  CUTLASS_PRAGMA_UNROLL  // O(r, c) are registers: indices must be compile-time constants
+  for (int r = 0; r < kRows; ++r) {
+    const int i = w.m_block * Config::kBlockM + get<0>(Oc(r, 0));
+    lse[r] = -INFINITY;
+    if (i >= w.sq) continue;  // padding rows are never stored
+    const Element* q = p.q + (varlen ? 0 : int64_t(w.b) * p.q_batch_stride) + int64_t(w.q_off + i) * p.q_row_stride +
+                       int64_t(w.h) * p.q_head_stride;
+    const Element* k0 = p.k + (varlen ? 0 : int64_t(w.b) * p.k_batch_stride) + int64_t(w.k_off) * p.k_row_stride +
+                        int64_t(hk) * p.k_head_stride;
+    const Element* v0 = p.v + (varlen ? 0 : int64_t(w.b) * p.v_batch_stride) + int64_t(w.k_off) * p.v_row_stride +
+                        int64_t(hk) * p.v_head_stride;
+    auto score = [&](int j) {
+      const Element* kj = k0 + int64_t(j) * p.k_row_stride;
+      float acc = 0.f;
+      for (int x = 0; x < d; ++x) acc = fmaf(float(q[x]), float(kj[x]), acc);
+      return acc;
+    };
+    float m = -INFINITY;
+    for (int j = Mask::kKeyBegin; j < w.sk; ++j)
+      if (mask.visible(i, j)) m = fmaxf(m, score(j));
+    CUTLASS_PRAGMA_UNROLL
+    for (int c = 0; c < size<1>(O); ++c) O(r, c) = 0.f;
+    if (m == -INFINITY) continue;
+    float sum = 0.f;
+    for (int j = Mask::kKeyBegin; j < w.sk; ++j) {
+      if (!mask.visible(i, j)) continue;
+      const float pj = exp2f((score(j) - m) * p.scale_log2);
+      sum += pj;
+      const Element* vj = v0 + int64_t(j) * p.v_row_stride;
+      CUTLASS_PRAGMA_UNROLL
+      for (int c = 0; c < size<1>(O); ++c) {
+        const int col = get<1>(Oc(r, c));
+        if (col < d) O(r, c) = fmaf(pj, float(vj[col]), O(r, c));
+      }
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int c = 0; c < size<1>(O); ++c) O(r, c) /= sum;
+    lse[r] = m * p.scale + logf(sum);
+  }
+}
+
 template <class Config, bool Causal, bool PingPong>
 __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONSTANT FwdKernelParams<Config> const p) {
   using Element = typename Config::Element;
@@ -452,6 +513,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
 
     float row_max[kRows], row_sum[kRows];  // the online softmax's state (Softmax)
     Softmax::reset(row_max, row_sum);
+    bool beyond = false;  // a row's max reached the exact form's range (Softmax::kFastLimit; exact_rows)
     // With the early second Q·Kᵀ (kEarlyQK) O is cleared just before the first P·V, so that its registers are not
     // live while the prologue holds two S accumulators.
     const bool early_qk = kEarlyQK && n_blocks >= 2;
@@ -474,7 +536,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
             if (!mask.visible(i, j)) Sx(r, c) = -INFINITY;
           }
       }
-      Softmax::update(row_max, row_sum, Sx, scale_log2, corr);
+      Softmax::update(row_max, row_sum, Sx, scale_log2, corr, beyond);
     };
     auto convert_p = [&](decltype(tSrS) const& acc) {
       CUTLASS_PRAGMA_UNROLL
@@ -675,6 +737,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
 
     // ------------------------------------------------------------------------------------------------ epilogue
     float inv[kRows];
+    // Rows past the fast exponent's range (rare: Softmax::kFastLimit): the warp recomputes all its rows exactly.
+    float lse_exact[kRows];
+    const bool exact = __any_sync(0xffffffff, beyond);
+    if (exact) {
+      Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+      exact_rows(p, w, mask, O, Oc, lse_exact);
+    }
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
       // With kMmaRowSum the odd column of L holds the whole row's sum; else the quad's four threads add theirs.
@@ -682,7 +751,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       if constexpr (kMmaRowSum) sum = L(r, 1);
       else sum = quad_allreduce_sum(row_sum[r]);
       float lse;
-      Softmax::finish_row(row_max[r], sum, p.scale, inv[r], lse);
+      Softmax::finish_row(row_max[r], sum, scale_log2, inv[r], lse);
+      if (exact) inv[r] = 1.f, lse = lse_exact[r];
       const int row = get<0>(Sc(r, 0));
       const int i = w.m_block * kBlockM + row;
       if (p.lse != nullptr && (tid_wg % 4) == 0 && i < w.sq) {
