@@ -3,7 +3,8 @@
 #
 #   scripts/setup.sh [BUILD_DIR]        (default BUILD_DIR: build)
 #
-# Environment: FMHA_KERNEL_SET=none|ci|full (default ci), FMHA_JOBS (default: nproc).
+# Environment: FMHA_KERNEL_SET=none|ci|full (default ci), FMHA_JOBS (default: nproc), FMHA_TORCH=OFF to skip
+# torch and the PyTorch extension (default: install torch==2.11.0 into .deps/torch and build the extension).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -12,6 +13,7 @@ jobs=${FMHA_JOBS:-$(nproc)}
 cutlass_version=4.2.0.0
 matplotlib_version=3.11.2  # bench/plot.py (the README's plot) and its CPU test
 cudatools_version=13.5.37  # cuobjdump + nvdisasm (PyPI), for scripts/check_sass.py; read sm_90a objects of nvcc 13.0
+torch_version=2.11.0       # the PyTorch extension (python/fmha, src/torch): PyPI's CUDA 13.0 wheel, ~4.6 GB installed
 deps=$root/.deps
 
 # 1. System packages (Debian): compilers and host libraries. Installed only when missing.
@@ -68,10 +70,24 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$matplotlib_version" ]; then
   echo "$matplotlib_version" > "$stamp"
 fi
 
-# 5. Configure and build.
+# 5. torch from PyPI (pinned, with its dependencies) into .deps/torch: the headers and libraries the extension
+# builds against, and the torch its Python tests import (PYTHONPATH=<build>/python:.deps/torch).
+torch_args=(-DFMHA_TORCH=OFF)
+if [ "${FMHA_TORCH:-}" != "OFF" ]; then
+  stamp=$deps/torch/.version
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$torch_version" ]; then
+    echo "setup: installing torch==$torch_version into $deps/torch"
+    rm -rf "$deps/torch"
+    python3 -m pip install -q --disable-pip-version-check --target "$deps/torch" "torch==$torch_version"
+    echo "$torch_version" > "$stamp"
+  fi
+  torch_args=(-DFMHA_TORCH=ON -DFMHA_TORCH_DIR="$deps/torch/torch")
+fi
+
+# 6. Configure and build.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFMHA_KERNEL_SET="$kernel_set" \
       -DCUTLASS_DIR="$deps/cutlass" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-      -DFMHA_CUOBJDUMP="$deps/pip-cudatools/nvidia/cu13/bin/cuobjdump"
+      -DFMHA_CUOBJDUMP="$deps/pip-cudatools/nvidia/cu13/bin/cuobjdump" "${torch_args[@]}"
 start=$(date +%s)
 cmake --build "$build" -j "$jobs"
 echo "setup: build finished in $(( $(date +%s) - start )) s (kernel set: $kernel_set)"

@@ -33,8 +33,8 @@ class GuardedBuffer {
   /// Allocates and fills: the guard bands with kGuardByte, the body with `init` (count × elem_bytes bytes) or, when
   /// `init` is null, with the poison.
   Status allocate(size_t count, size_t elem_bytes, const void* init = nullptr);
-  /// The body: count() elements (null when count is 0).
-  void* data() const { return count_ ? base_ + kGuardBytes : nullptr; }
+  /// The body: count() elements (a valid device address between the guard bands also when count is 0).
+  void* data() const { return base_ ? base_ + kGuardBytes : nullptr; }
   size_t count() const { return count_; }
   size_t bytes() const { return count_ * elem_; }
   /// Copies the body to `host` (bytes() bytes) and checks both guard bands; `guards_ok` false when any guard byte

@@ -324,6 +324,7 @@ FwdOutcome run_fwd_case(const FwdCase& c, bool check, cudaStream_t stream) {
       g.row0_k.push_back(c.varlen ? cu_k[b] : int64_t(b) * sk_max);
     }
     g.mask = c.mask, g.align = c.align, g.scale = scale, g.row_sum_rounded_p = row_sum_rounded_p;
+    g.last_rows = c.check_rows;  // the rows the check reads (all when 0)
     const size_t n_o = size_t(rows_q) * H * D, n_l = size_t(rows_q) * H;
     DeviceBuf ro;
     if (Status st = detail::cuda_status(cudaMalloc(&ro.p, (2 * n_o + 2 * n_l) * 4 + 4), "harness: reference buffers");

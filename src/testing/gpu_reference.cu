@@ -31,6 +31,7 @@ struct Args {
   const int64_t* row0_q;
   const int64_t* row0_k;
   int heads_q, group, d_qk, d_v;
+  int last_rows;      // > 0: rows [sq - last_rows, sq) only (grid.x = last_rows)
   int head0, entry0;  // this launch's first query head and entry (grids are at most 65535 high and deep)
   bool causal, q_end, bf16, sum_rounded_p;
   double scale;
@@ -65,8 +66,9 @@ __device__ double block_reduce(double x, double* scratch) {
 }
 
 __global__ void __launch_bounds__(kThreads) fwd_reference_kernel(Args a) {
-  const int i = blockIdx.x, h = a.head0 + blockIdx.y, b = a.entry0 + blockIdx.z;
+  const int h = a.head0 + blockIdx.y, b = a.entry0 + blockIdx.z;
   const int sq = a.seqlens_q[b], sk = a.seqlens_k[b];
+  const int i = blockIdx.x + (a.last_rows > 0 && sq > a.last_rows ? sq - a.last_rows : 0);
   if (i >= sq) return;
   const int hk = h / a.group;
   int hi = sk;  // keys [0, hi) are visible
@@ -188,14 +190,14 @@ Status gpu_reference_fwd(const GpuRefProblem& p, GpuRefOperand q, GpuRefOperand 
     Args a{q.data, k.data, v.data, q.row_stride, q.head_stride, k.row_stride, k.head_stride, v.row_stride,
            v.head_stride, reinterpret_cast<const int*>(d + n * 16), reinterpret_cast<const int*>(d + n * 20),
            reinterpret_cast<const int64_t*>(d), reinterpret_cast<const int64_t*>(d + n * 8), p.heads_q,
-           p.heads_q / p.heads_kv, p.head_dim_qk, p.head_dim_v, 0, 0, p.mask == MaskType::kCausal,
+           p.heads_q / p.heads_kv, p.head_dim_qk, p.head_dim_v, p.last_rows, 0, 0, p.mask == MaskType::kCausal,
            p.align == CausalAlign::kQEnd, p.dtype == DType::kBF16, p.row_sum_rounded_p,
            p.scale != 0.0 ? p.scale : 1.0 / std::sqrt(double(p.head_dim_qk)), out};
     constexpr int kGridMax = 65535;
     for (int b0 = 0; b0 < int(batch) && st; b0 += kGridMax)
       for (int h0 = 0; h0 < p.heads_q && st; h0 += kGridMax) {
         a.entry0 = b0, a.head0 = h0;
-        const dim3 grid(unsigned(max_sq), unsigned(std::min(kGridMax, p.heads_q - h0)),
+        const dim3 grid(unsigned(p.last_rows > 0 ? std::min(p.last_rows, max_sq) : max_sq), unsigned(std::min(kGridMax, p.heads_q - h0)),
                         unsigned(std::min<int64_t>(kGridMax, int64_t(batch) - b0)));
         fwd_reference_kernel<<<grid, kThreads, 0, stream>>>(a);
         st = detail::cuda_status(cudaGetLastError(), "gpu_reference_fwd: launch");

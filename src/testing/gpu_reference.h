@@ -43,6 +43,7 @@ struct GpuRefProblem {
   CausalAlign align = CausalAlign::kQBegin;
   double scale = 0.0;              ///< 0 = 1/sqrt(head_dim_qk)
   bool row_sum_rounded_p = false;  ///< the kernel model's row sum adds the rounded P
+  int last_rows = 0;               ///< > 0: only the last last_rows query rows of each entry are computed
 };
 
 /// The references' outputs, fp32 on the device, indexed by (row of Q as in row0_q, head): O at

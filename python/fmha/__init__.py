@@ -1,0 +1,89 @@
+"""fmha from PyTorch: fused multi-head attention for NVIDIA Hopper GPUs (sm_90).
+
+Two functions over the operators ``torch.ops.fmha.fwd`` and ``torch.ops.fmha.fwd_varlen`` (C++ ``TORCH_LIBRARY``
+ops in ``libfmha_torch.so``, loaded on import; Meta kernels for ``torch.compile`` that apply fmha's own argument
+checks; the current CUDA stream; a device guard for the inputs' GPU):
+
+* :func:`attention` for ``[batch, seqlen, heads, head_dim]`` (BSHD) tensors,
+* :func:`attention_varlen` for packed ``[total_tokens, heads, head_dim]`` tensors with cumulative lengths.
+
+Semantics: ``O = softmax(scale · Q·Kᵀ (masked)) · V`` per query head, fp32 accumulation; query head ``h`` uses K/V
+head ``h // (heads_q // heads_kv)`` (GQA / MQA); ``LSE = ln Σ exp(scale · s)`` over the keys a row sees; a row that
+sees no key gets ``O = 0`` and ``LSE = -inf``. dtypes: float16 or bfloat16 (all three alike); head dims: multiples of 8
+up to 128. Bad arguments raise ``ValueError`` with fmha's message (argument, expected, actual), a valid request no
+kernel takes (e.g. a GPU that is not sm_90) ``NotImplementedError``, a CUDA failure ``RuntimeError``.
+
+Causal alignment: ``causal_align="q_end"`` (the default) aligns the last query with the last key
+(FlashAttention's "bottom-right": query ``i`` sees keys ``j <= i + s_k - s_q``); ``"q_begin"`` aligns the first
+query with the first key (PyTorch SDPA's ``is_causal=True``: ``j <= i``). Both are the same when ``s_q == s_k``.
+
+The library: the environment variable ``FMHA_TORCH_LIBRARY`` names another ``libfmha_torch.so`` to load instead of
+the one beside this file.
+"""
+import math
+import os
+
+import torch
+
+__all__ = ["attention", "attention_varlen"]
+
+_LIBRARY = os.environ.get("FMHA_TORCH_LIBRARY") or os.path.join(os.path.dirname(__file__), "libfmha_torch.so")
+torch.ops.load_library(_LIBRARY)
+
+_ALIGNS = ("q_end", "q_begin")
+
+
+def _scale(softmax_scale, head_dim):
+    if softmax_scale is None:
+        return 0.0  # the library's default, 1 / sqrt(head_dim)
+    scale = float(softmax_scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"fmha: softmax_scale: expected a finite value > 0 (or None = 1/sqrt(head_dim)), got {softmax_scale!r}")
+    return scale
+
+
+def _align(causal_align):
+    if causal_align not in _ALIGNS:
+        raise ValueError(f"fmha: causal_align: expected 'q_end' or 'q_begin', got {causal_align!r}")
+    return causal_align == "q_end"
+
+
+def attention(q, k, v, *, causal=False, causal_align="q_end", softmax_scale=None, return_lse=False):
+    """Attention over dense BSHD tensors.
+
+    Args:
+      q: ``[b, s_q, h, d]`` float16 or bfloat16 on a CUDA device (sm_90). Any strides whose head-dim mode is
+        contiguous and whose other strides are multiples of 8 elements, e.g. a ``[b, h, s, d]`` tensor's
+        ``.transpose(1, 2)``.
+      k, v: ``[b, s_k, h_k, d]``, q's dtype and device; ``h_k`` divides ``h``.
+      causal: apply the causal mask (see ``causal_align``).
+      causal_align: ``"q_end"`` (default, bottom-right) or ``"q_begin"`` (top-left, SDPA's ``is_causal``).
+      softmax_scale: the scale of the scores; ``None`` = ``1 / sqrt(d)``.
+      return_lse: also return the LSE.
+
+    Returns:
+      ``out`` ``[b, s_q, h, d]`` (contiguous, q's dtype), and with ``return_lse`` also ``lse`` ``[b, h, s_q]``
+      (float32, natural log).
+    """
+    out, lse = torch.ops.fmha.fwd(q, k, v, _scale(softmax_scale, q.shape[-1]), bool(causal), _align(causal_align))
+    return (out, lse) if return_lse else out
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
+                     causal_align="q_end", softmax_scale=None, return_lse=False):
+    """Attention over packed variable-length sequences (no padding).
+
+    Args:
+      q: ``[total_q, h, d]``: the queries of every sequence one after another (float16 or bfloat16, CUDA).
+      k, v: ``[total_k, h_k, d]``.
+      cu_seqlens_q, cu_seqlens_k: int32 ``[b + 1]``, contiguous, on q's device: sequence ``i`` owns rows
+        ``cu[i] … cu[i+1] - 1`` (``cu[0] = 0``, non-decreasing; a sequence may be empty).
+      max_seqlen_q, max_seqlen_k: the largest sequence lengths (upper bounds are fine; they size the grid).
+      causal, causal_align, softmax_scale, return_lse: as in :func:`attention`, per sequence.
+
+    Returns:
+      ``out`` ``[total_q, h, d]``, and with ``return_lse`` also ``lse`` ``[h, total_q]`` (float32).
+    """
+    out, lse = torch.ops.fmha.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                                         _scale(softmax_scale, q.shape[-1]), bool(causal), _align(causal_align))
+    return (out, lse) if return_lse else out

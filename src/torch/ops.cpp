@@ -1,0 +1,267 @@
+// The PyTorch operators of fmha (torch.ops.fmha.*), registered in C++ with TORCH_LIBRARY: the schemas, the CUDA
+// kernels (fmha::fwd on the current stream, under a device guard for the inputs' GPU) and the Meta kernels that
+// torch.compile's fake tensors run, which apply fmha's own host validation (fmha::fwd_validate) wherever the
+// shapes are concrete, so that a bad shape fails at trace time with the message the CUDA call would give.
+//
+// Loaded by python/fmha/__init__.py (torch.ops.load_library). No Python C API: the library loads into any Python
+// that runs the torch it was built against (torch 2.11).
+//
+// Operators (layouts as include/fmha/fwd.h; q, k, v fp16 or bf16 on one CUDA device, head-dim mode contiguous):
+//   fmha::fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end) -> (Tensor, Tensor)
+//     q [b, s_q, h, d], k and v [b, s_k, h_k, d] (BSHD, any strides the kernel takes); returns out [b, s_q, h, d]
+//     (contiguous, q's dtype) and lse [b, h, s_q] (fp32, natural log). softmax_scale 0 = 1/sqrt(d).
+//   fmha::fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q,
+//                    int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end) -> (Tensor, Tensor)
+//     q [total_q, h, d], k and v [total_k, h_k, d] packed; cu_seqlens int32 [b + 1] contiguous on q's device;
+//     returns out [total_q, h, d] and lse [h, total_q].
+// Errors: a bad argument raises ValueError (torch's TORCH_CHECK_VALUE) with fmha's message ("<argument>: expected
+// <expected>, got <actual>"); a valid request no kernel takes raises NotImplementedError; a CUDA failure
+// RuntimeError.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "fmha/fwd.h"
+
+namespace {
+
+using at::Tensor;
+
+/// Raises the Python exception that matches `s` (nothing on success).
+void raise_if_error(const fmha::Status& s) {
+  if (s.is_ok()) return;
+  const std::string msg = "fmha: " + s.message();
+  switch (s.code()) {
+    case fmha::StatusCode::kInvalidArgument: TORCH_CHECK_VALUE(false, msg);
+    case fmha::StatusCode::kNotSupported:
+    case fmha::StatusCode::kNotBuilt: TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+    default: TORCH_CHECK(false, msg);
+  }
+}
+
+/// Checks made here because fmha::FwdParams cannot express them (the tensors' dtypes, devices and ranks).
+void check_tensors(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, int rank, bool meta) {
+  const std::string o(op);
+  TORCH_CHECK_VALUE(q.dim() == rank && k.dim() == rank && v.dim() == rank, "fmha.", o, ": q, k, v: expected ",
+                    rank, " dimensions (", rank == 4 ? "[b, s, h, d]" : "[total, h, d]", "), got ", q.dim(), ", ",
+                    k.dim(), ", ", v.dim());
+  TORCH_CHECK_VALUE(q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16, "fmha.", o,
+                    ": q.dtype: expected torch.float16 or torch.bfloat16, got ", q.scalar_type(),
+                    " (cast the inputs, e.g. q.to(torch.bfloat16))");
+  TORCH_CHECK_VALUE(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(), "fmha.", o,
+                    ": k.dtype, v.dtype: expected q's dtype ", q.scalar_type(), ", got ", k.scalar_type(), ", ",
+                    v.scalar_type());
+  if (!meta) {
+    TORCH_CHECK_VALUE(q.is_cuda(), "fmha.", o, ": q.device: expected a CUDA device, got ", q.device());
+    TORCH_CHECK_VALUE(k.device() == q.device() && v.device() == q.device(), "fmha.", o,
+                      ": k.device, v.device: expected q's device ", q.device(), ", got ", k.device(), ", ",
+                      v.device());
+  }
+  for (const Tensor* t : {&q, &k, &v})
+    TORCH_CHECK_VALUE(t->sym_stride(rank - 1) == 1 || t->sym_size(rank - 1) == 1, "fmha.", o,
+                      ": the head-dim mode: expected stride 1 (contiguous), got ", t->sym_stride(rank - 1));
+}
+
+fmha::DType dtype_of(const Tensor& t) { return t.scalar_type() == at::kHalf ? fmha::DType::kFP16 : fmha::DType::kBF16; }
+
+/// A stand-in address for validation of fake tensors (they have no storage): aligned like a real allocation.
+const void* fake_ptr() { return reinterpret_cast<const void*>(uintptr_t(1) << 20); }
+
+/// Concrete int of a possibly symbolic size/stride, or nullopt (then the value is not validated at trace time).
+std::optional<int64_t> concrete(const c10::SymInt& x) { return x.maybe_as_int(); }
+
+// ------------------------------------------------------------------------------------------------------- dense
+
+/// FwdParams of a dense call; `ok` false when some size or stride is symbolic (validation then skipped).
+fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* out, const Tensor* lse,
+                             double scale, bool causal, bool q_end, bool& ok) {
+  fmha::FwdParams p;
+  ok = true;
+  auto get = [&](const c10::SymInt& x) -> int64_t {
+    auto c = concrete(x);
+    if (!c) ok = false;
+    return c.value_or(0);
+  };
+  p.dtype = dtype_of(q);
+  p.batch = int(get(q.sym_size(0)));
+  p.seqlen_q = int(get(q.sym_size(1)));
+  p.heads_q = int(get(q.sym_size(2)));
+  p.head_dim = int(get(q.sym_size(3)));
+  p.seqlen_k = int(get(k.sym_size(1)));
+  p.heads_kv = int(get(k.sym_size(2)));
+  p.q = out ? q.data_ptr() : fake_ptr();
+  p.k = out ? k.data_ptr() : fake_ptr();
+  p.v = out ? v.data_ptr() : fake_ptr();
+  p.o = out ? out->data_ptr() : const_cast<void*>(fake_ptr());
+  p.lse = lse ? lse->data_ptr<float>() : nullptr;
+  p.q_batch_stride = get(q.sym_stride(0)), p.q_row_stride = get(q.sym_stride(1)), p.q_head_stride = get(q.sym_stride(2));
+  p.k_batch_stride = get(k.sym_stride(0)), p.k_row_stride = get(k.sym_stride(1)), p.k_head_stride = get(k.sym_stride(2));
+  p.v_batch_stride = get(v.sym_stride(0)), p.v_row_stride = get(v.sym_stride(1)), p.v_head_stride = get(v.sym_stride(2));
+  // out is allocated contiguous [b, s_q, h, d]
+  p.o_head_stride = p.head_dim, p.o_row_stride = int64_t(p.heads_q) * p.head_dim,
+  p.o_batch_stride = int64_t(p.seqlen_q) * p.o_row_stride;
+  p.mask = causal ? fmha::MaskType::kCausal : fmha::MaskType::kNone;
+  p.causal_align = q_end ? fmha::CausalAlign::kQEnd : fmha::CausalAlign::kQBegin;
+  p.softmax_scale = float(scale);
+  // Shapes that BSHD strides of size-1 modes make ambiguous are fine for fmha (a size-1 mode's stride is unused).
+  // K and V must agree in shape: fmha::FwdParams has one seqlen_k / heads_kv / head_dim for both.
+  if (ok) {
+    for (int dim = 0; dim < 4; ++dim) {
+      TORCH_CHECK_VALUE(k.sym_size(dim) == v.sym_size(dim), "fmha.attention: v.shape[", dim,
+                        "]: expected k.shape[", dim, "] = ", k.sym_size(dim), ", got ", v.sym_size(dim));
+    }
+    TORCH_CHECK_VALUE(k.sym_size(0) == q.sym_size(0), "fmha.attention: k.shape[0] (batch): expected q.shape[0] = ",
+                      q.sym_size(0), ", got ", k.sym_size(0));
+    TORCH_CHECK_VALUE(k.sym_size(3) == q.sym_size(3), "fmha.attention: k.shape[3] (head dim): expected q.shape[3] = ",
+                      q.sym_size(3), ", got ", k.sym_size(3));
+  }
+  return p;
+}
+
+std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale,
+                                    bool causal, bool causal_q_end) {
+  check_tensors("attention", q, k, v, 4, false);
+  const c10::cuda::CUDAGuard guard(q.device());
+  Tensor out = at::empty(q.sizes(), q.options());
+  Tensor lse = at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(at::kFloat));
+  bool ok = true;
+  fmha::FwdParams p = dense_params(q, k, v, &out, &lse, softmax_scale, causal, causal_q_end, ok);
+  raise_if_error(fmha::fwd(p, c10::cuda::getCurrentCUDAStream(q.device().index()).stream()));
+  return {out, lse};
+}
+
+std::tuple<Tensor, Tensor> fwd_meta(const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale,
+                                    bool causal, bool causal_q_end) {
+  check_tensors("attention", q, k, v, 4, true);
+  bool ok = true;
+  fmha::FwdParams p = dense_params(q, k, v, nullptr, nullptr, softmax_scale, causal, causal_q_end, ok);
+  if (ok) raise_if_error(fmha::fwd_validate(p));
+  Tensor out = at::empty_symint(q.sym_sizes(), q.options());
+  Tensor lse = at::empty_symint({q.sym_size(0), q.sym_size(2), q.sym_size(1)}, q.options().dtype(at::kFloat));
+  return {out, lse};
+}
+
+// ------------------------------------------------------------------------------------------------------ varlen
+
+void check_cu(const char* name, const Tensor& cu, const Tensor& q, bool meta) {
+  TORCH_CHECK_VALUE(cu.scalar_type() == at::kInt, "fmha.attention_varlen: ", name,
+                    ".dtype: expected torch.int32, got ", cu.scalar_type(), " (use .to(torch.int32))");
+  TORCH_CHECK_VALUE(cu.dim() == 1, "fmha.attention_varlen: ", name, ": expected 1 dimension [b + 1], got ", cu.dim());
+  TORCH_CHECK_VALUE(cu.sym_size(0) >= 2, "fmha.attention_varlen: ", name,
+                    ".shape[0]: expected b + 1 >= 2, got ", cu.sym_size(0));
+  TORCH_CHECK_VALUE(cu.is_contiguous(), "fmha.attention_varlen: ", name,
+                    ": expected a contiguous tensor, got stride ", cu.sym_stride(0));
+  if (!meta)
+    TORCH_CHECK_VALUE(cu.device() == q.device(), "fmha.attention_varlen: ", name, ".device: expected q's device ",
+                      q.device(), ", got ", cu.device());
+}
+
+fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,
+                              const Tensor& cu_k, int64_t max_q, int64_t max_k, const Tensor* out,
+                              const Tensor* lse, double scale, bool causal, bool q_end, bool& ok) {
+  fmha::FwdParams p;
+  ok = true;
+  auto get = [&](const c10::SymInt& x) -> int64_t {
+    auto c = concrete(x);
+    if (!c) ok = false;
+    return c.value_or(0);
+  };
+  TORCH_CHECK_VALUE(max_q >= 0 && max_q <= INT32_MAX && max_k >= 0 && max_k <= INT32_MAX,
+                    "fmha.attention_varlen: max_seqlen_q, max_seqlen_k: expected 0 ... 2^31 - 1, got ", max_q, ", ",
+                    max_k);
+  const bool real = out != nullptr;
+  p.dtype = dtype_of(q);
+  p.batch = int(get(cu_q.sym_size(0))) - 1;
+  p.total_q = int(get(q.sym_size(0)));
+  p.heads_q = int(get(q.sym_size(1)));
+  p.head_dim = int(get(q.sym_size(2)));
+  p.total_k = int(get(k.sym_size(0)));
+  p.heads_kv = int(get(k.sym_size(1)));
+  p.seqlen_q = int(max_q);
+  p.seqlen_k = int(max_k);
+  p.cu_seqlens_q = real ? cu_q.data_ptr<int>() : static_cast<const int*>(fake_ptr());
+  p.cu_seqlens_k = real ? cu_k.data_ptr<int>() : static_cast<const int*>(fake_ptr());
+  p.q = real ? q.data_ptr() : fake_ptr();
+  p.k = real ? k.data_ptr() : fake_ptr();
+  p.v = real ? v.data_ptr() : fake_ptr();
+  p.o = real ? out->data_ptr() : const_cast<void*>(fake_ptr());
+  p.lse = lse ? lse->data_ptr<float>() : nullptr;
+  p.q_row_stride = get(q.sym_stride(0)), p.q_head_stride = get(q.sym_stride(1));
+  p.k_row_stride = get(k.sym_stride(0)), p.k_head_stride = get(k.sym_stride(1));
+  p.v_row_stride = get(v.sym_stride(0)), p.v_head_stride = get(v.sym_stride(1));
+  p.o_head_stride = p.head_dim, p.o_row_stride = int64_t(p.heads_q) * p.head_dim;
+  p.mask = causal ? fmha::MaskType::kCausal : fmha::MaskType::kNone;
+  p.causal_align = q_end ? fmha::CausalAlign::kQEnd : fmha::CausalAlign::kQBegin;
+  p.softmax_scale = float(scale);
+  if (ok) {
+    for (int dim = 0; dim < 3; ++dim)
+      TORCH_CHECK_VALUE(k.sym_size(dim) == v.sym_size(dim), "fmha.attention_varlen: v.shape[", dim,
+                        "]: expected k.shape[", dim, "] = ", k.sym_size(dim), ", got ", v.sym_size(dim));
+    TORCH_CHECK_VALUE(k.sym_size(2) == q.sym_size(2),
+                      "fmha.attention_varlen: k.shape[2] (head dim): expected q.shape[2] = ", q.sym_size(2), ", got ",
+                      k.sym_size(2));
+    TORCH_CHECK_VALUE(cu_k.sym_size(0) == cu_q.sym_size(0),
+                      "fmha.attention_varlen: cu_seqlens_k.shape[0]: expected cu_seqlens_q.shape[0] = ",
+                      cu_q.sym_size(0), ", got ", cu_k.sym_size(0));
+  }
+  return p;
+}
+
+std::tuple<Tensor, Tensor> fwd_varlen_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,
+                                           const Tensor& cu_k, int64_t max_q, int64_t max_k, double softmax_scale,
+                                           bool causal, bool causal_q_end) {
+  check_tensors("attention_varlen", q, k, v, 3, false);
+  check_cu("cu_seqlens_q", cu_q, q, false);
+  check_cu("cu_seqlens_k", cu_k, q, false);
+  const c10::cuda::CUDAGuard guard(q.device());
+  Tensor out = at::empty(q.sizes(), q.options());
+  Tensor lse = at::empty({q.size(1), q.size(0)}, q.options().dtype(at::kFloat));
+  bool ok = true;
+  fmha::FwdParams p =
+      varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, &out, &lse, softmax_scale, causal, causal_q_end, ok);
+  raise_if_error(fmha::fwd(p, c10::cuda::getCurrentCUDAStream(q.device().index()).stream()));
+  return {out, lse};
+}
+
+std::tuple<Tensor, Tensor> fwd_varlen_meta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,
+                                           const Tensor& cu_k, int64_t max_q, int64_t max_k, double softmax_scale,
+                                           bool causal, bool causal_q_end) {
+  check_tensors("attention_varlen", q, k, v, 3, true);
+  check_cu("cu_seqlens_q", cu_q, q, true);
+  check_cu("cu_seqlens_k", cu_k, q, true);
+  bool ok = true;
+  fmha::FwdParams p =
+      varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, nullptr, nullptr, softmax_scale, causal, causal_q_end, ok);
+  if (ok) raise_if_error(fmha::fwd_validate(p));
+  Tensor out = at::empty_symint(q.sym_sizes(), q.options());
+  Tensor lse = at::empty_symint({q.sym_size(1), q.sym_size(0)}, q.options().dtype(at::kFloat));
+  return {out, lse};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(fmha, m) {
+  m.def("fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end) -> (Tensor, Tensor)");
+  m.def(
+      "fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, "
+      "int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end) -> (Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(fmha, CUDA, m) {
+  m.impl("fwd", &fwd_cuda);
+  m.impl("fwd_varlen", &fwd_varlen_cuda);
+}
+
+// CPU tensors (and anything else that is not CUDA) reach the same checks, which name the device.
+TORCH_LIBRARY_IMPL(fmha, CPU, m) {
+  m.impl("fwd", &fwd_cuda);
+  m.impl("fwd_varlen", &fwd_varlen_cuda);
+}
+
+TORCH_LIBRARY_IMPL(fmha, Meta, m) {
+  m.impl("fwd", &fwd_meta);
+  m.impl("fwd_varlen", &fwd_varlen_meta);
+}

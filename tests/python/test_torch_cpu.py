@@ -1,0 +1,162 @@
+"""CPU-side tests of the PyTorch package (no GPU): the operators' schemas, the Meta kernels that torch.compile's fake
+tensors run (shapes, dtypes, fmha's own validation errors at trace time), every argument error that needs no GPU,
+torch.library.opcheck on meta tensors, and torch.compile(fullgraph=True, backend="aot_eager") of a module calling
+both functions with no graph break.
+
+Run: PYTHONPATH=<build>/python:<torch> python3 -m unittest tests/python/test_torch_cpu.py
+"""
+import unittest
+
+import torch
+
+import fmha
+
+BF16, FP16 = torch.bfloat16, torch.float16
+
+
+def meta(*shape, dtype=BF16):
+    return torch.empty(*shape, device="meta", dtype=dtype)
+
+
+class Schemas(unittest.TestCase):
+    def test_schemas(self):
+        self.assertEqual(str(torch.ops.fmha.fwd.default._schema),
+                         "fmha::fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end)"
+                         " -> (Tensor, Tensor)")
+        self.assertEqual(str(torch.ops.fmha.fwd_varlen.default._schema),
+                         "fmha::fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+                         "int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end)"
+                         " -> (Tensor, Tensor)")
+
+
+class MetaShapes(unittest.TestCase):
+    def test_dense(self):
+        for dt in (BF16, FP16):
+            out, lse = fmha.attention(meta(2, 100, 8, 64, dtype=dt), meta(2, 300, 2, 64, dtype=dt),
+                                      meta(2, 300, 2, 64, dtype=dt), causal=True, return_lse=True)
+            self.assertEqual((out.shape, out.dtype), (torch.Size([2, 100, 8, 64]), dt))
+            self.assertEqual((lse.shape, lse.dtype), (torch.Size([2, 8, 100]), torch.float32))
+            self.assertEqual(fmha.attention(meta(1, 5, 1, 32), meta(1, 7, 1, 32), meta(1, 7, 1, 32)).shape,
+                             torch.Size([1, 5, 1, 32]))
+
+    def test_bhsd_view(self):
+        # [b, h, s, d] tensors viewed as BSHD (transpose(1, 2)) are taken as they are.
+        q = meta(2, 8, 128, 64).transpose(1, 2)
+        k = meta(2, 4, 256, 64).transpose(1, 2)
+        self.assertEqual(fmha.attention(q, k, k).shape, torch.Size([2, 128, 8, 64]))
+
+    def test_varlen(self):
+        cu = torch.empty(4, dtype=torch.int32, device="meta")
+        out, lse = fmha.attention_varlen(meta(90, 4, 128), meta(120, 1, 128), meta(120, 1, 128), cu, cu, 50, 60,
+                                         return_lse=True)
+        self.assertEqual(out.shape, torch.Size([90, 4, 128]))
+        self.assertEqual(lse.shape, torch.Size([4, 90]))
+
+
+class Errors(unittest.TestCase):
+    """Every argument error that needs no GPU: the message names the argument, the expected and the actual value."""
+
+    def check(self, exc, fragment, fn, *args, **kw):
+        with self.assertRaises(exc) as cm:
+            fn(*args, **kw)
+        self.assertIn(fragment, str(cm.exception))
+
+    def test_dtype(self):
+        f32 = meta(1, 8, 2, 64, dtype=torch.float32)
+        self.check(ValueError, "q.dtype: expected torch.float16 or torch.bfloat16, got Float", fmha.attention, f32, f32, f32)
+        self.check(ValueError, "k.dtype, v.dtype: expected q's dtype", fmha.attention, meta(1, 8, 2, 64),
+                   meta(1, 8, 2, 64, dtype=FP16), meta(1, 8, 2, 64))
+
+    def test_cpu_tensors(self):
+        x = torch.zeros(1, 8, 2, 64, dtype=BF16)
+        self.check(ValueError, "q.device: expected a CUDA device, got cpu", fmha.attention, x, x, x)
+        cu = torch.tensor([0, 8], dtype=torch.int32)
+        y = torch.zeros(8, 2, 64, dtype=BF16)
+        self.check(ValueError, "q.device: expected a CUDA device, got cpu", fmha.attention_varlen, y, y, y, cu, cu, 8, 8)
+
+    def test_shapes(self):
+        self.check(ValueError, "q, k, v: expected 4 dimensions", fmha.attention, meta(8, 2, 64), meta(8, 2, 64),
+                   meta(8, 2, 64))
+        self.check(ValueError, "heads_q % heads_kv: expected 0, got 1 (heads_q=4, heads_kv=3)", fmha.attention,
+                   meta(1, 8, 4, 64), meta(1, 8, 3, 64), meta(1, 8, 3, 64))
+        self.check(ValueError, "v.shape[1]: expected k.shape[1] = 8, got 9", fmha.attention, meta(1, 8, 2, 64),
+                   meta(1, 8, 2, 64), meta(1, 9, 2, 64))
+        self.check(ValueError, "k.shape[0] (batch): expected q.shape[0] = 2, got 1", fmha.attention, meta(2, 8, 2, 64),
+                   meta(1, 8, 2, 64), meta(1, 8, 2, 64))
+        self.check(ValueError, "k.shape[3] (head dim): expected q.shape[3] = 64, got 32", fmha.attention,
+                   meta(1, 8, 2, 64), meta(1, 8, 2, 32), meta(1, 8, 2, 32))
+        self.check(ValueError, "head-dim mode: expected stride 1", fmha.attention, meta(1, 8, 2, 64).transpose(2, 3),
+                   meta(1, 8, 2, 64), meta(1, 8, 2, 64))
+
+    def test_head_dim_not_supported(self):
+        x = meta(1, 8, 2, 136)
+        self.check(NotImplementedError, "head_dim: expected ≤ 128, got 136", fmha.attention, x, x, x)
+        y = meta(1, 8, 2, 60)
+        self.check(ValueError, "head_dim", fmha.attention, y, y, y)
+
+    def test_options(self):
+        x = meta(1, 8, 2, 64)
+        self.check(ValueError, "causal_align: expected 'q_end' or 'q_begin', got 'top'", fmha.attention, x, x, x,
+                   causal=True, causal_align="top")
+        self.check(ValueError, "softmax_scale: expected a finite value > 0", fmha.attention, x, x, x,
+                   softmax_scale=float("nan"))
+        self.check(ValueError, "softmax_scale: expected a finite value > 0", fmha.attention, x, x, x, softmax_scale=-1.0)
+
+    def test_cu_seqlens(self):
+        x = meta(16, 2, 64)
+        cu = torch.empty(3, dtype=torch.int32, device="meta")
+        self.check(ValueError, "cu_seqlens_q.dtype: expected torch.int32, got Long", fmha.attention_varlen, x, x, x,
+                   torch.empty(3, dtype=torch.int64, device="meta"), cu, 8, 8)
+        self.check(ValueError, "cu_seqlens_k: expected a contiguous tensor", fmha.attention_varlen, x, x, x, cu,
+                   torch.empty(6, dtype=torch.int32, device="meta")[::2], 8, 8)
+        self.check(ValueError, "cu_seqlens_q.shape[0]: expected b + 1 >= 2, got 1", fmha.attention_varlen, x, x, x,
+                   torch.empty(1, dtype=torch.int32, device="meta"), cu, 8, 8)
+        self.check(ValueError, "cu_seqlens_k.shape[0]: expected cu_seqlens_q.shape[0] = 3, got 4", fmha.attention_varlen,
+                   x, x, x, cu, torch.empty(4, dtype=torch.int32, device="meta"), 8, 8)
+        self.check(ValueError, "max_seqlen_q, max_seqlen_k: expected 0 ... 2^31 - 1, got -1", fmha.attention_varlen,
+                   x, x, x, cu, cu, -1, 8)
+
+
+class Opcheck(unittest.TestCase):
+    def test_opcheck_meta(self):
+        q, k = meta(2, 64, 4, 64), meta(2, 80, 2, 64)
+        torch.library.opcheck(torch.ops.fmha.fwd.default, (q, k, k, 0.0, True, True))
+        cu = torch.empty(3, dtype=torch.int32, device="meta")
+        torch.library.opcheck(torch.ops.fmha.fwd_varlen.default,
+                              (meta(100, 4, 64), meta(120, 2, 64), meta(120, 2, 64), cu, cu, 64, 80, 0.0, False, True))
+
+
+class Compile(unittest.TestCase):
+    def test_fullgraph_aot_eager(self):
+        class Block(torch.nn.Module):
+            def forward(self, q, k, v, cu, x):
+                a = fmha.attention(q, k, v, causal=True)
+                b, lse = fmha.attention_varlen(x, x, x, cu, cu, 32, 32, return_lse=True)
+                return a * 2, b + 1, lse
+
+        torch._dynamo.reset()
+        m = torch.compile(Block(), fullgraph=True, backend="aot_eager")
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            q, k = torch.empty(2, 64, 4, 64, dtype=BF16, device="cuda"), torch.empty(2, 64, 2, 64, dtype=BF16, device="cuda")
+            x = torch.empty(50, 2, 64, dtype=BF16, device="cuda")
+            cu = torch.empty(3, dtype=torch.int32, device="cuda")
+            a, b, lse = m(q, k, k, cu, x)
+        self.assertEqual(a.shape, torch.Size([2, 64, 4, 64]))
+        self.assertEqual(b.shape, torch.Size([50, 2, 64]))
+        self.assertEqual(lse.shape, torch.Size([2, 50]))
+
+    def test_trace_time_error(self):
+        # A shape error surfaces while tracing, with fmha's message.
+        def f(q, k):
+            return fmha.attention(q, k, k)
+
+        torch._dynamo.reset()
+        g = torch.compile(f, fullgraph=True, backend="aot_eager")
+        with self.assertRaises(Exception) as cm:
+            g(meta(1, 8, 4, 64), meta(1, 8, 3, 64))
+        self.assertIn("heads_q % heads_kv: expected 0", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,181 @@
+"""GPU tests of the PyTorch package (an sm_90 GPU): values against PyTorch's math attention in fp64 on the same
+inputs, within k = 2 times the error of torch's own bf16/fp16 SDPA against fp64 (plus a floor of a few units of the
+dtype's rounding); dense, BHSD views, GQA / MQA, causal in both alignments with s_q != s_k, varlen with empty
+sequences; torch.library.opcheck on CUDA tensors; torch.compile(fullgraph=True) with Inductor; the current stream;
+CUDA graphs; LSE against fp64 logsumexp. Exits 77 (skipped) without a usable GPU.
+
+Run: PYTHONPATH=<build>/python:<torch> python3 tests/python/test_torch_gpu.py -v
+"""
+import math
+import sys
+import unittest
+
+import torch
+
+if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+    print("test_torch_gpu: skipped: needs an sm_90 GPU", file=sys.stderr)
+    sys.exit(77)
+
+import fmha  # noqa: E402
+
+BF16, FP16 = torch.bfloat16, torch.float16
+K_FACTOR = 2.0
+
+
+def reference(q, k, v, causal, q_end, scale=None):
+    """fp64 math attention over BSHD tensors (GQA by repeating K/V heads); returns O [b, s_q, h, d] and LSE [b, h, s_q]."""
+    b, sq, h, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    qd, kd, vd = (x.double().transpose(1, 2) for x in (q, k, v))  # [b, h, s, d]
+    kd = kd.repeat_interleave(h // hk, dim=1)
+    vd = vd.repeat_interleave(h // hk, dim=1)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    s = (qd @ kd.transpose(-1, -2)) * scale
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        s = s.masked_fill(j > i + (sk - sq if q_end else 0), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # rows without keys: O = 0
+    return (p @ vd).transpose(1, 2), lse
+
+
+def sdpa_low(q, k, v, causal, q_end):
+    """torch's own attention in the input dtype (math backend, GQA by repeating), for the error budget."""
+    b, sq, h, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    kt = kt.repeat_interleave(h // hk, dim=1)
+    vt = vt.repeat_interleave(h // hk, dim=1)
+    mask = None
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        mask = j <= i + (sk - sq if q_end else 0)
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask)
+    return o.transpose(1, 2).nan_to_num(0.0)
+
+
+def rand(*shape, dtype=BF16):
+    return torch.randn(*shape, device="cuda", dtype=dtype)
+
+
+class Values(unittest.TestCase):
+    def check(self, q, k, v, causal=False, q_end=True):
+        out, lse = fmha.attention(q, k, v, causal=causal, causal_align="q_end" if q_end else "q_begin",
+                                  return_lse=True)
+        ref, ref_lse = reference(q, k, v, causal, q_end)
+        low = sdpa_low(q, k, v, causal, q_end)
+        eps = 2.0 ** -8 if q.dtype == BF16 else 2.0 ** -11
+        budget = K_FACTOR * (low.double() - ref).abs().max().item() + 4 * eps * ref.abs().max().item()
+        err = (out.double() - ref).abs().max().item()
+        self.assertLessEqual(err, budget, f"O error {err:.3g} > budget {budget:.3g} (torch's own: "
+                                          f"{(low.double() - ref).abs().max().item():.3g})")
+        finite = torch.isfinite(ref_lse)
+        self.assertTrue(torch.equal(torch.isfinite(lse), finite), "LSE: -inf exactly where a row sees no key")
+        lse_err = (lse.double() - ref_lse)[finite].abs().max().item() if finite.any() else 0.0
+        self.assertLessEqual(lse_err, 1e-3 + 2e-5 * ref_lse[finite].abs().max().item())
+        return err, budget
+
+    def test_dense(self):
+        for dt in (BF16, FP16):
+            for d in (32, 64, 128):
+                self.check(rand(2, 300, 4, d, dtype=dt), rand(2, 300, 4, d, dtype=dt), rand(2, 300, 4, d, dtype=dt))
+
+    def test_causal_alignments(self):
+        for q_end in (True, False):
+            for sq, sk in ((100, 333), (333, 100), (256, 256)):
+                self.check(rand(1, sq, 4, 64), rand(1, sk, 2, 64), rand(1, sk, 2, 64), causal=True, q_end=q_end)
+
+    def test_gqa_mqa_and_bhsd_views(self):
+        q = rand(2, 8, 512, 128).transpose(1, 2)  # [b, h, s, d] storage viewed as BSHD
+        k = rand(2, 1, 700, 128).transpose(1, 2)
+        v = rand(2, 1, 700, 128).transpose(1, 2)
+        self.check(q, k, v, causal=True)
+        self.check(rand(1, 64, 12, 64), rand(1, 64, 4, 64), rand(1, 64, 4, 64))
+
+    def test_varlen(self):
+        lens_q, lens_k = [17, 0, 300, 64], [40, 5, 300, 0]
+        h, hk, d = 4, 2, 64
+        cu_q = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32, device="cuda")
+        cu_k = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32, device="cuda")
+        q, k, v = rand(sum(lens_q), h, d), rand(sum(lens_k), hk, d), rand(sum(lens_k), hk, d)
+        for causal in (False, True):
+            out, lse = fmha.attention_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=causal,
+                                             return_lse=True)
+            for b in range(len(lens_q)):
+                q0, k0 = int(cu_q[b]), int(cu_k[b])
+                if lens_q[b] == 0:
+                    continue
+                qs = q[q0:q0 + lens_q[b]][None]
+                ks, vs = k[k0:k0 + lens_k[b]][None], v[k0:k0 + lens_k[b]][None]
+                if lens_k[b] == 0:
+                    self.assertEqual(out[q0:q0 + lens_q[b]].abs().max().item(), 0.0)
+                    self.assertTrue(torch.all(lse[:, q0:q0 + lens_q[b]] == float("-inf")))
+                    continue
+                ref, ref_lse = reference(qs, ks, vs, causal, True)
+                low = sdpa_low(qs, ks, vs, causal, True)
+                budget = K_FACTOR * (low.double() - ref).abs().max().item() + 4 * 2 ** -8 * ref.abs().max().item()
+                self.assertLessEqual((out[q0:q0 + lens_q[b]][None].double() - ref).abs().max().item(), budget)
+
+    def test_scale(self):
+        q, k, v = rand(1, 128, 2, 64), rand(1, 128, 2, 64), rand(1, 128, 2, 64)
+        out = fmha.attention(q, k, v, softmax_scale=0.3)
+        ref, _ = reference(q, k, v, False, True, scale=0.3)
+        self.assertLess((out.double() - ref).abs().max().item(), 0.02)
+
+
+class Integration(unittest.TestCase):
+    def test_opcheck_cuda(self):
+        q, k = rand(2, 128, 4, 64), rand(2, 200, 2, 64)
+        torch.library.opcheck(torch.ops.fmha.fwd.default, (q, k, k, 0.0, True, True))
+        cu = torch.tensor([0, 60, 100], dtype=torch.int32, device="cuda")
+        x = rand(100, 4, 64)
+        torch.library.opcheck(torch.ops.fmha.fwd_varlen.default, (x, x, x, cu, cu, 60, 60, 0.0, True, True))
+
+    def test_inductor_fullgraph(self):
+        def f(q, k, v):
+            return fmha.attention(q, k, v, causal=True) * 2 + 1
+
+        torch._dynamo.reset()
+        g = torch.compile(f, fullgraph=True)
+        q, k, v = rand(2, 256, 4, 64), rand(2, 256, 4, 64), rand(2, 256, 4, 64)
+        self.assertTrue(torch.equal(g(q, k, v), f(q, k, v)))
+
+    def test_current_stream(self):
+        q, k, v = rand(4, 1024, 8, 128), rand(4, 1024, 8, 128), rand(4, 1024, 8, 128)
+        expect = fmha.attention(q, k, v)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            out = fmha.attention(q, k, v)
+            out.record_stream(s)
+        torch.cuda.current_stream().wait_stream(s)
+        self.assertTrue(torch.equal(out, expect))
+
+    def test_cuda_graph(self):
+        q, k, v = rand(2, 256, 4, 64), rand(2, 256, 4, 64), rand(2, 256, 4, 64)
+        fmha.attention(q, k, v)  # load and warm up outside the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = fmha.attention(q, k, v, causal=True)
+        q.copy_(rand(2, 256, 4, 64))
+        g.replay()
+        self.assertTrue(torch.equal(out, fmha.attention(q, k, v, causal=True)))
+
+    def test_misaligned_stride_error(self):
+        x = rand(1, 64, 2, 72)[..., :68]  # head dim 68 (not a multiple of 8)
+        with self.assertRaises(ValueError) as cm:
+            fmha.attention(x, x, x)
+        self.assertIn("head_dim", str(cm.exception))
+
+    def test_mixed_devices_error(self):
+        q = rand(1, 8, 2, 64)
+        with self.assertRaises(ValueError) as cm:
+            fmha.attention(q, q.cpu(), q)
+        self.assertIn("k.device, v.device: expected q's device", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
