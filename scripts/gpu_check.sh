@@ -8,7 +8,8 @@
 #   scripts/gpu_check.sh [BUILD_DIR] [OUT_DIR] [STEPS]
 #
 # BUILD_DIR default build; OUT_DIR default gpu-results (logs and JSON land there);
-# STEPS: comma list of tests,cli,sanitizer,bench,profile (default: all but profile). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
+# STEPS: comma list of tests,cli,torch,sanitizer,bench,profile (default: all but profile; torch: the PyTorch package's
+# GPU tests, tests/python/test_torch_gpu.py, with the machine's own torch and BUILD_DIR/python on PYTHONPATH). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
 # FMHA_GTEST_FILTER restricts the GoogleTest cases (default all); FMHA_PROFILE_ARGS picks the profiled problem
 # (fmha_fwd options). FMHA_FA3_DIR names a FlashAttention-3 build for the benchmark (bench_fwd.py --fa3); while a
 # compile runs on the machine (e.g. that build, started in the background) the benchmark waits, at most
@@ -18,7 +19,7 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(realpath -m "${1:-$root/build}")
 out=$(realpath -m "${2:-$root/gpu-results}")
-steps=",${3:-tests,cli,sanitizer,bench},"
+steps=",${3:-tests,cli,torch,sanitizer,bench},"
 mkdir -p "$out"
 cd "$root"
 if ! nvidia-smi -L > /dev/null 2>&1; then
@@ -54,6 +55,18 @@ if [[ $steps == *,cli,* ]]; then
   skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*Skipped' "$out/cli_tests.log")
   summary+=("cli matrix:  $(grep -E 'tests passed' "$out/cli_tests.log"), $skipped skipped")
   if [ "$skipped" -gt 0 ]; then failed=1; summary+=("cli matrix:  FAILED: $skipped runs skipped (exit 77: no usable GPU)"); fi
+fi
+if [[ $steps == *,torch,* ]]; then
+  if [ -f "$build/python/fmha/libfmha_torch.so" ]; then
+    PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 "$root/tests/python/test_torch_gpu.py" -v \
+      > "$out/torch_gpu.log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || failed=1
+    summary+=("torch:       rc=$rc $(grep -E '^(Ran|OK|FAILED)' "$out/torch_gpu.log" | tr '\n' ' ')")
+  else
+    failed=1
+    summary+=("torch:       FAILED: no $build/python/fmha/libfmha_torch.so (configure with torch: FMHA_TORCH=ON)")
+  fi
 fi
 if [[ $steps == *,sanitizer,* ]]; then
   # Small cases that cover both tile schedulers, ping-pong on (d 128) and off (d 64), empty entries, a V tail,
