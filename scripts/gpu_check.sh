@@ -63,6 +63,19 @@ if [[ $steps == *,torch,* ]]; then
     rc=$?
     [ $rc -eq 0 ] || failed=1
     summary+=("torch:       rc=$rc $(grep -E '^(Ran|OK|FAILED)' "$out/torch_gpu.log" | tr '\n' ' ')")
+    # Host time per eager call against the C API's (bench/torch_overhead.py).
+    ho=(); [ -x "$build/bin/fmha_host_overhead" ] && ho=(--host-overhead "$build/bin/fmha_host_overhead" "$build/lib/libfmha_c.so")
+    PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 "$root/bench/torch_overhead.py" "${ho[@]}" \
+      --json "$out/torch_overhead.json" > "$out/torch_overhead.log" 2>&1 || failed=1
+    summary+=("overhead:    $(grep -E '_us"' "$out/torch_overhead.log" | tr -d ' \n')")
+    # The real model (scripts/minilm_fmha.py), where its prepared folder .minilm travelled along.
+    if [ -d "$root/.minilm" ]; then
+      PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 "$root/scripts/minilm_fmha.py" check "$root/.minilm" \
+        --json "$out/minilm.json" > "$out/minilm.log" 2>&1
+      rc=$?
+      [ $rc -eq 0 ] || failed=1
+      summary+=("minilm:      rc=$rc $(grep -E 'err|pass' "$out/minilm.log" | tr -d ' \n')")
+    fi
   else
     failed=1
     summary+=("torch:       FAILED: no $build/python/fmha/libfmha_torch.so (configure with torch: FMHA_TORCH=ON)")

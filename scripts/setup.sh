@@ -13,6 +13,7 @@ jobs=${FMHA_JOBS:-$(nproc)}
 cutlass_version=4.2.0.0
 matplotlib_version=3.11.2  # bench/plot.py (the README's plot) and its CPU test
 cudatools_version=13.5.37  # cuobjdump + nvdisasm (PyPI), for scripts/check_sass.py; read sm_90a objects of nvcc 13.0
+skbuild_version=0.11.6     # scikit-build-core: pip install of the Python package (pyproject.toml) and its CPU test
 torch_version=2.11.0       # the PyTorch extension (python/fmha, src/torch): PyPI's CUDA 13.0 wheel, ~4.6 GB installed
 deps=$root/.deps
 
@@ -80,6 +81,13 @@ if [ "${FMHA_TORCH:-}" != "OFF" ]; then
     rm -rf "$deps/torch"
     python3 -m pip install -q --disable-pip-version-check --target "$deps/torch" "torch==$torch_version"
     echo "$torch_version" > "$stamp"
+  fi
+  stamp=$deps/skbuild/.version
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$skbuild_version" ]; then
+    echo "setup: installing scikit-build-core==$skbuild_version into $deps/skbuild"
+    rm -rf "$deps/skbuild"
+    python3 -m pip install -q --disable-pip-version-check --target "$deps/skbuild" "scikit-build-core==$skbuild_version"
+    echo "$skbuild_version" > "$stamp"
   fi
   torch_args=(-DFMHA_TORCH=ON -DFMHA_TORCH_DIR="$deps/torch/torch")
 fi
