@@ -12,6 +12,9 @@ head ``h // (heads_q // heads_kv)`` (GQA / MQA); ``LSE = ln Σ exp(scale · s)``
 sees no key gets ``O = 0`` and ``LSE = -inf``. dtypes: float16 or bfloat16 (all three alike); head dims: multiples of 8
 up to 128. Bad arguments raise ``ValueError`` with fmha's message (argument, expected, actual), a valid request no
 kernel takes (e.g. a GPU that is not sm_90) ``NotImplementedError``, a CUDA failure ``RuntimeError``.
+No backward pass yet: a call with grad mode on and an input that requires grad raises ``NotImplementedError``
+(use ``torch.no_grad()`` or detached inputs). Empty inputs: no query rows give empty outputs, no keys give
+``O = 0`` and ``LSE = -inf``.
 
 Causal alignment: ``causal_align="q_end"`` (the default) aligns the last query with the last key
 (FlashAttention's "bottom-right": query ``i`` sees keys ``j <= i + s_k - s_q``); ``"q_begin"`` aligns the first
@@ -20,25 +23,33 @@ query with the first key (PyTorch SDPA's ``is_causal=True``: ``j <= i``). Both a
 The library: the environment variable ``FMHA_TORCH_LIBRARY`` names another ``libfmha_torch.so`` to load instead of
 the one beside this file.
 """
-import math
 import os
 
 import torch
 
 __all__ = ["attention", "attention_varlen"]
 
+from ._build import TORCH_VERSION as _BUILT_FOR
+
+if torch.__version__.split("+")[0] != _BUILT_FOR:
+    raise ImportError(f"fmha: torch: expected version {_BUILT_FOR} (the extension was built against it), got "
+                      f"{torch.__version__}: rebuild fmha against this torch")
 _LIBRARY = os.environ.get("FMHA_TORCH_LIBRARY") or os.path.join(os.path.dirname(__file__), "libfmha_torch.so")
 torch.ops.load_library(_LIBRARY)
 
 _ALIGNS = ("q_end", "q_begin")
 
 
+_FLT_MIN, _FLT_MAX = 1.1754943508222875e-38, 3.4028234663852886e38
+
+
 def _scale(softmax_scale, head_dim):
     if softmax_scale is None:
         return 0.0  # the library's default, 1 / sqrt(head_dim)
     scale = float(softmax_scale)
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"fmha: softmax_scale: expected a finite value > 0 (or None = 1/sqrt(head_dim)), got {softmax_scale!r}")
+    if not (_FLT_MIN <= scale <= _FLT_MAX):
+        raise ValueError(f"fmha: softmax_scale: expected a normal fp32 value > 0 ({_FLT_MIN:.4g} … {_FLT_MAX:.4g}; "
+                         f"None = 1/sqrt(head_dim)), got {softmax_scale!r}")
     return scale
 
 
@@ -79,6 +90,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
       cu_seqlens_q, cu_seqlens_k: int32 ``[b + 1]``, contiguous, on q's device: sequence ``i`` owns rows
         ``cu[i] … cu[i+1] - 1`` (``cu[0] = 0``, non-decreasing; a sequence may be empty).
       max_seqlen_q, max_seqlen_k: the largest sequence lengths (upper bounds are fine; they size the grid).
+      The lengths stay on the device and are not checked: ``cu[b] <= total`` rows and every length
+      ``<= max_seqlen`` are the caller's contract (rows outside every sequence get unspecified O and LSE).
       causal, causal_align, softmax_scale, return_lse: as in :func:`attention`, per sequence.
 
     Returns:

@@ -16,12 +16,23 @@
 //     returns out [total_q, h, d] and lse [h, total_q].
 // Errors: a bad argument raises ValueError (torch's TORCH_CHECK_VALUE) with fmha's message ("<argument>: expected
 // <expected>, got <actual>"); a valid request no kernel takes raises NotImplementedError; a CUDA failure
-// RuntimeError.
+// RuntimeError. No backward yet: with grad mode on and an input that requires grad, the Autograd kernel raises
+// NotImplementedError (instead of torch's fallback, which would return outputs without gradients).
+// Empty problems: no query rows give empty outputs; no keys give O = 0 and LSE = −inf (after the checks).
+// LSE is always computed (the kernel writes it at almost no cost; fmha.attention returns it on request).
+// Varlen contract (not checked: the lengths live on the device): cu_seqlens non-decreasing from 0, cu[b] ≤ total
+// rows, every length ≤ max_seqlen; rows of q outside every sequence get unspecified O and LSE.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cfloat>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "fmha/fwd.h"
@@ -34,12 +45,30 @@ using at::Tensor;
 void raise_if_error(const fmha::Status& s) {
   if (s.is_ok()) return;
   const std::string msg = "fmha: " + s.message();
-  switch (s.code()) {
-    case fmha::StatusCode::kInvalidArgument: TORCH_CHECK_VALUE(false, msg);
-    case fmha::StatusCode::kNotSupported:
-    case fmha::StatusCode::kNotBuilt: TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
-    default: TORCH_CHECK(false, msg);
+  if (s.code() == fmha::StatusCode::kInvalidArgument) TORCH_CHECK_VALUE(false, msg);
+  if (s.code() == fmha::StatusCode::kNotSupported || s.code() == fmha::StatusCode::kNotBuilt)
+    TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+  TORCH_CHECK(false, msg);
+}
+
+/// PyTorch's name of a dtype ("torch.float32"), for messages.
+std::string torch_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    default: return std::string("torch.") + c10::toString(t);
   }
+}
+
+/// The softmax scale: 0 (the default, 1/sqrt(d)) or a normal fp32 value.
+void check_scale(const char* op, double scale) {
+  TORCH_CHECK_VALUE(scale == 0.0 || (scale >= FLT_MIN && scale <= FLT_MAX), "fmha.", op,
+                    ": softmax_scale: expected 0 (= 1/sqrt(head_dim)) or a value in [", FLT_MIN, ", ", FLT_MAX,
+                    "], got ", scale);
 }
 
 /// Checks made here because fmha::FwdParams cannot express them (the tensors' dtypes, devices and ranks).
@@ -49,26 +78,51 @@ void check_tensors(const char* op, const Tensor& q, const Tensor& k, const Tenso
                     rank, " dimensions (", rank == 4 ? "[b, s, h, d]" : "[total, h, d]", "), got ", q.dim(), ", ",
                     k.dim(), ", ", v.dim());
   TORCH_CHECK_VALUE(q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16, "fmha.", o,
-                    ": q.dtype: expected torch.float16 or torch.bfloat16, got ", q.scalar_type(),
+                    ": q.dtype: expected torch.float16 or torch.bfloat16, got ", torch_name(q.scalar_type()),
                     " (cast the inputs, e.g. q.to(torch.bfloat16))");
   TORCH_CHECK_VALUE(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(), "fmha.", o,
-                    ": k.dtype, v.dtype: expected q's dtype ", q.scalar_type(), ", got ", k.scalar_type(), ", ",
-                    v.scalar_type());
+                    ": k.dtype, v.dtype: expected q's dtype ", torch_name(q.scalar_type()), ", got ",
+                    torch_name(k.scalar_type()), ", ", torch_name(v.scalar_type()));
   if (!meta) {
     TORCH_CHECK_VALUE(q.is_cuda(), "fmha.", o, ": q.device: expected a CUDA device, got ", q.device());
     TORCH_CHECK_VALUE(k.device() == q.device() && v.device() == q.device(), "fmha.", o,
                       ": k.device, v.device: expected q's device ", q.device(), ", got ", k.device(), ", ",
                       v.device());
   }
-  for (const Tensor* t : {&q, &k, &v})
-    TORCH_CHECK_VALUE(t->sym_stride(rank - 1) == 1 || t->sym_size(rank - 1) == 1, "fmha.", o,
-                      ": the head-dim mode: expected stride 1 (contiguous), got ", t->sym_stride(rank - 1));
+  const char* names[3] = {"q", "k", "v"};
+  const Tensor* ts[3] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    const Tensor& t = *ts[i];
+    TORCH_CHECK_VALUE(t.sym_stride(rank - 1) == 1 || t.sym_size(rank - 1) == 1, "fmha.", o, ": ", names[i],
+                      ".stride(", rank - 1, ") (the head dim): expected 1 (contiguous), got ", t.sym_stride(rank - 1));
+    for (int d = 0; d < rank; ++d) {
+      auto n = t.sym_size(d).maybe_as_int();
+      TORCH_CHECK_VALUE(!n || *n <= std::numeric_limits<int32_t>::max(), "fmha.", o, ": ", names[i], ".shape[", d,
+                        "]: expected at most 2^31 - 1, got ", *n);
+    }
+  }
 }
 
 fmha::DType dtype_of(const Tensor& t) { return t.scalar_type() == at::kHalf ? fmha::DType::kFP16 : fmha::DType::kBF16; }
 
 /// A stand-in address for validation of fake tensors (they have no storage): aligned like a real allocation.
 const void* fake_ptr() { return reinterpret_cast<const void*>(uintptr_t(1) << 20); }
+
+/// A fake tensor's stand-in data address: fake_ptr() plus its storage offset, so that a view whose first element
+/// is misaligned fails at trace time as it would on the GPU.
+const void* fake_data(const Tensor& t) {
+  const int64_t off = t.sym_storage_offset().maybe_as_int().value_or(0);
+  return static_cast<const char*>(fake_ptr()) + off * int64_t(t.element_size());
+}
+
+/// torch lets a mode of size 1 have any stride; fmha wants positive multiples of 8 for rows (a head or batch mode of
+/// one entry may have stride 0): such strides are replaced by values fmha takes (they address nothing).
+void fix_unit_strides(int64_t n_batch, int64_t n_rows, int64_t n_heads, int64_t& bs, int64_t& rs, int64_t& hs,
+                      int64_t row_elems) {
+  if (n_batch == 1) bs = 0;
+  if (n_heads == 1) hs = 0;
+  if (n_rows == 1) rs = (std::max<int64_t>(row_elems, 8) + 7) / 8 * 8;
+}
 
 /// Concrete int of a possibly symbolic size/stride, or nullopt (then the value is not validated at trace time).
 std::optional<int64_t> concrete(const c10::SymInt& x) { return x.maybe_as_int(); }
@@ -92,21 +146,28 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.head_dim = int(get(q.sym_size(3)));
   p.seqlen_k = int(get(k.sym_size(1)));
   p.heads_kv = int(get(k.sym_size(2)));
-  p.q = out ? q.data_ptr() : fake_ptr();
-  p.k = out ? k.data_ptr() : fake_ptr();
-  p.v = out ? v.data_ptr() : fake_ptr();
+  p.q = out ? q.data_ptr() : fake_data(q);
+  p.k = out ? k.data_ptr() : fake_data(k);
+  p.v = out ? v.data_ptr() : fake_data(v);
   p.o = out ? out->data_ptr() : const_cast<void*>(fake_ptr());
   p.lse = lse ? lse->data_ptr<float>() : nullptr;
   p.q_batch_stride = get(q.sym_stride(0)), p.q_row_stride = get(q.sym_stride(1)), p.q_head_stride = get(q.sym_stride(2));
   p.k_batch_stride = get(k.sym_stride(0)), p.k_row_stride = get(k.sym_stride(1)), p.k_head_stride = get(k.sym_stride(2));
   p.v_batch_stride = get(v.sym_stride(0)), p.v_row_stride = get(v.sym_stride(1)), p.v_head_stride = get(v.sym_stride(2));
+  if (ok) {
+    fix_unit_strides(p.batch, p.seqlen_q, p.heads_q, p.q_batch_stride, p.q_row_stride, p.q_head_stride,
+                     int64_t(p.heads_q) * p.head_dim);
+    fix_unit_strides(p.batch, p.seqlen_k, p.heads_kv, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
+                     int64_t(p.heads_kv) * p.head_dim);
+    fix_unit_strides(p.batch, p.seqlen_k, p.heads_kv, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
+                     int64_t(p.heads_kv) * p.head_dim);
+  }
   // out is allocated contiguous [b, s_q, h, d]
   p.o_head_stride = p.head_dim, p.o_row_stride = int64_t(p.heads_q) * p.head_dim,
   p.o_batch_stride = int64_t(p.seqlen_q) * p.o_row_stride;
   p.mask = causal ? fmha::MaskType::kCausal : fmha::MaskType::kNone;
   p.causal_align = q_end ? fmha::CausalAlign::kQEnd : fmha::CausalAlign::kQBegin;
   p.softmax_scale = float(scale);
-  // Shapes that BSHD strides of size-1 modes make ambiguous are fine for fmha (a size-1 mode's stride is unused).
   // K and V must agree in shape: fmha::FwdParams has one seqlen_k / heads_kv / head_dim for both.
   if (ok) {
     for (int dim = 0; dim < 4; ++dim) {
@@ -124,10 +185,20 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
 std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale,
                                     bool causal, bool causal_q_end) {
   check_tensors("attention", q, k, v, 4, false);
+  check_scale("attention", softmax_scale);
   const c10::cuda::CUDAGuard guard(q.device());
   Tensor out = at::empty(q.sizes(), q.options());
   Tensor lse = at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(at::kFloat));
   bool ok = true;
+  if (q.size(0) == 0 || q.size(1) == 0) {  // no query rows: nothing to compute (the shapes are still checked)
+    dense_params(q, k, v, nullptr, nullptr, softmax_scale, causal, causal_q_end, ok);
+    return {out, lse};
+  }
+  if (k.size(1) == 0) {  // no keys: every row sees none (O = 0, LSE = −inf), once the arguments pass
+    fmha::FwdParams p = dense_params(q, k, v, nullptr, nullptr, softmax_scale, causal, causal_q_end, ok);
+    raise_if_error(fmha::fwd_validate(p));
+    return {out.zero_(), lse.fill_(-std::numeric_limits<float>::infinity())};
+  }
   fmha::FwdParams p = dense_params(q, k, v, &out, &lse, softmax_scale, causal, causal_q_end, ok);
   raise_if_error(fmha::fwd(p, c10::cuda::getCurrentCUDAStream(q.device().index()).stream()));
   return {out, lse};
@@ -136,9 +207,10 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tens
 std::tuple<Tensor, Tensor> fwd_meta(const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale,
                                     bool causal, bool causal_q_end) {
   check_tensors("attention", q, k, v, 4, true);
+  check_scale("attention", softmax_scale);
   bool ok = true;
   fmha::FwdParams p = dense_params(q, k, v, nullptr, nullptr, softmax_scale, causal, causal_q_end, ok);
-  if (ok) raise_if_error(fmha::fwd_validate(p));
+  if (ok && p.batch > 0 && p.seqlen_q > 0) raise_if_error(fmha::fwd_validate(p));
   Tensor out = at::empty_symint(q.sym_sizes(), q.options());
   Tensor lse = at::empty_symint({q.sym_size(0), q.sym_size(2), q.sym_size(1)}, q.options().dtype(at::kFloat));
   return {out, lse};
@@ -148,7 +220,7 @@ std::tuple<Tensor, Tensor> fwd_meta(const Tensor& q, const Tensor& k, const Tens
 
 void check_cu(const char* name, const Tensor& cu, const Tensor& q, bool meta) {
   TORCH_CHECK_VALUE(cu.scalar_type() == at::kInt, "fmha.attention_varlen: ", name,
-                    ".dtype: expected torch.int32, got ", cu.scalar_type(), " (use .to(torch.int32))");
+                    ".dtype: expected torch.int32, got ", torch_name(cu.scalar_type()), " (use .to(torch.int32))");
   TORCH_CHECK_VALUE(cu.dim() == 1, "fmha.attention_varlen: ", name, ": expected 1 dimension [b + 1], got ", cu.dim());
   TORCH_CHECK_VALUE(cu.sym_size(0) >= 2, "fmha.attention_varlen: ", name,
                     ".shape[0]: expected b + 1 >= 2, got ", cu.sym_size(0));
@@ -184,14 +256,22 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
   p.seqlen_k = int(max_k);
   p.cu_seqlens_q = real ? cu_q.data_ptr<int>() : static_cast<const int*>(fake_ptr());
   p.cu_seqlens_k = real ? cu_k.data_ptr<int>() : static_cast<const int*>(fake_ptr());
-  p.q = real ? q.data_ptr() : fake_ptr();
-  p.k = real ? k.data_ptr() : fake_ptr();
-  p.v = real ? v.data_ptr() : fake_ptr();
+  p.q = real ? q.data_ptr() : fake_data(q);
+  p.k = real ? k.data_ptr() : fake_data(k);
+  p.v = real ? v.data_ptr() : fake_data(v);
   p.o = real ? out->data_ptr() : const_cast<void*>(fake_ptr());
   p.lse = lse ? lse->data_ptr<float>() : nullptr;
   p.q_row_stride = get(q.sym_stride(0)), p.q_head_stride = get(q.sym_stride(1));
   p.k_row_stride = get(k.sym_stride(0)), p.k_head_stride = get(k.sym_stride(1));
   p.v_row_stride = get(v.sym_stride(0)), p.v_head_stride = get(v.sym_stride(1));
+  if (ok) {
+    int64_t unused = 0;
+    fix_unit_strides(0, p.total_q, p.heads_q, unused, p.q_row_stride, p.q_head_stride, int64_t(p.heads_q) * p.head_dim);
+    fix_unit_strides(0, p.total_k, p.heads_kv, unused, p.k_row_stride, p.k_head_stride,
+                     int64_t(p.heads_kv) * p.head_dim);
+    fix_unit_strides(0, p.total_k, p.heads_kv, unused, p.v_row_stride, p.v_head_stride,
+                     int64_t(p.heads_kv) * p.head_dim);
+  }
   p.o_head_stride = p.head_dim, p.o_row_stride = int64_t(p.heads_q) * p.head_dim;
   p.mask = causal ? fmha::MaskType::kCausal : fmha::MaskType::kNone;
   p.causal_align = q_end ? fmha::CausalAlign::kQEnd : fmha::CausalAlign::kQBegin;
@@ -216,10 +296,21 @@ std::tuple<Tensor, Tensor> fwd_varlen_cuda(const Tensor& q, const Tensor& k, con
   check_tensors("attention_varlen", q, k, v, 3, false);
   check_cu("cu_seqlens_q", cu_q, q, false);
   check_cu("cu_seqlens_k", cu_k, q, false);
+  check_scale("attention_varlen", softmax_scale);
   const c10::cuda::CUDAGuard guard(q.device());
   Tensor out = at::empty(q.sizes(), q.options());
   Tensor lse = at::empty({q.size(1), q.size(0)}, q.options().dtype(at::kFloat));
   bool ok = true;
+  if (q.size(0) == 0) {  // no query rows
+    varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, nullptr, nullptr, softmax_scale, causal, causal_q_end, ok);
+    return {out, lse};
+  }
+  if (k.size(0) == 0) {  // no keys in any sequence: O = 0, LSE = −inf, once the arguments pass
+    fmha::FwdParams p =
+        varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, nullptr, nullptr, softmax_scale, causal, causal_q_end, ok);
+    raise_if_error(fmha::fwd_validate(p));
+    return {out.zero_(), lse.fill_(-std::numeric_limits<float>::infinity())};
+  }
   fmha::FwdParams p =
       varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, &out, &lse, softmax_scale, causal, causal_q_end, ok);
   raise_if_error(fmha::fwd(p, c10::cuda::getCurrentCUDAStream(q.device().index()).stream()));
@@ -232,10 +323,11 @@ std::tuple<Tensor, Tensor> fwd_varlen_meta(const Tensor& q, const Tensor& k, con
   check_tensors("attention_varlen", q, k, v, 3, true);
   check_cu("cu_seqlens_q", cu_q, q, true);
   check_cu("cu_seqlens_k", cu_k, q, true);
+  check_scale("attention_varlen", softmax_scale);
   bool ok = true;
   fmha::FwdParams p =
       varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, nullptr, nullptr, softmax_scale, causal, causal_q_end, ok);
-  if (ok) raise_if_error(fmha::fwd_validate(p));
+  if (ok && p.total_q > 0) raise_if_error(fmha::fwd_validate(p));
   Tensor out = at::empty_symint(q.sym_sizes(), q.options());
   Tensor lse = at::empty_symint({q.sym_size(1), q.sym_size(0)}, q.options().dtype(at::kFloat));
   return {out, lse};
@@ -253,6 +345,42 @@ TORCH_LIBRARY(fmha, m) {
 TORCH_LIBRARY_IMPL(fmha, CUDA, m) {
   m.impl("fwd", &fwd_cuda);
   m.impl("fwd_varlen", &fwd_varlen_cuda);
+}
+
+// Autograd: the backward pass does not exist yet, so a call that would need it is refused (without this the
+// dispatcher's fallback warns and returns outputs without a graph, and backward() silently gives no gradients).
+namespace {
+
+bool wants_grad(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return c10::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+}
+constexpr const char* kNoBackward =
+    ": q, k, v: expected tensors that do not require grad (or torch.no_grad()): fmha's backward pass is not "
+    "implemented yet";
+
+std::tuple<Tensor, Tensor> fwd_autograd(const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale,
+                                        bool causal, bool causal_q_end) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!wants_grad(q, k, v), "fmha.attention", kNoBackward);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("fmha::fwd", "").typed<decltype(fwd_autograd)>();
+  return op.call(q, k, v, softmax_scale, causal, causal_q_end);
+}
+
+std::tuple<Tensor, Tensor> fwd_varlen_autograd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,
+                                               const Tensor& cu_k, int64_t max_q, int64_t max_k, double softmax_scale,
+                                               bool causal, bool causal_q_end) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!wants_grad(q, k, v), "fmha.attention_varlen", kNoBackward);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  static auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("fmha::fwd_varlen", "").typed<decltype(fwd_varlen_autograd)>();
+  return op.call(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, causal_q_end);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fmha, Autograd, m) {
+  m.impl("fwd", &fwd_autograd);
+  m.impl("fwd_varlen", &fwd_varlen_autograd);
 }
 
 // CPU tensors (and anything else that is not CUDA) reach the same checks, which name the device.

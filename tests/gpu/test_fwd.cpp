@@ -479,6 +479,30 @@ std::vector<Named> extreme_logits() {
     v.push_back(e);
   }
   {
+    // A rescale at |max · scale · log2 e| ≈ 5.1e7 (just under the exact form's 2^26, where the FFMA exponent's
+    // argument at the max is off by up to 2): q = [16768, 1, 0 …], key 0 = [17024, 64, 0 …] with V = 0 and the 999
+    // others [17024, 0 …] with V = 1 (exact in both types), so s = 285458432 (+ 64 for key 0; exact in fp32, and not
+    // a power of two, so that max · scale_log2 rounds: by −1.66 here) and key 0, in the block walked last, raises
+    // the max by 8 (11.5 in log2 units: past the lazy threshold). O = 999 e^-8 / (1 + 999 e^-8) ≈ 0.25 needs the
+    // rescale factor to carry the same rounding of the base as the blocks' exponents (a rescale fused into
+    // max_old · scale_log2 − base_new is off by 2^1.66).
+    for (DType t : {DType::kBF16, DType::kFP16}) {
+      Named n{std::string("extreme_rescale_2pow25_") + (t == DType::kBF16 ? "bf16" : "fp16"),
+              dense(1, 2, 2, 64, 1000, 64, MaskType::kNone)};
+      n.c.dtype = t;
+      n.c.fill = [](const std::string& name, std::vector<float>& x) {
+        for (size_t i = 0; i < x.size(); ++i) {
+          const int dim = int(i % 64);
+          const int row = int(i / (2 * 64));  // query row / key: 2 heads of 64
+          if (name == "q") x[i] = dim == 0 ? 16768.f : dim == 1 ? 1.f : 0.f;
+          else if (name == "k") x[i] = dim == 0 ? 17024.f : (dim == 1 && row == 0) ? 64.f : 0.f;
+          else x[i] = row == 0 ? 0.f : 1.f;
+        }
+      };
+      v.push_back(n);
+    }
+  }
+  {
     // fp16 near its range: q = ±2^15, k ∈ [2^15, 2^16): scores up to 2^32 in fp32, scale·q·k up to about 5e8.
     for (auto m : {MaskType::kNone, MaskType::kCausal}) {
       Named n{std::string("extreme_fp16_range_") + (m == MaskType::kCausal ? "causal_192" : "none"),

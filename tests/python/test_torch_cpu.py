@@ -63,7 +63,8 @@ class Errors(unittest.TestCase):
 
     def test_dtype(self):
         f32 = meta(1, 8, 2, 64, dtype=torch.float32)
-        self.check(ValueError, "q.dtype: expected torch.float16 or torch.bfloat16, got Float", fmha.attention, f32, f32, f32)
+        self.check(ValueError, "q.dtype: expected torch.float16 or torch.bfloat16, got torch.float32", fmha.attention,
+                   f32, f32, f32)
         self.check(ValueError, "k.dtype, v.dtype: expected q's dtype", fmha.attention, meta(1, 8, 2, 64),
                    meta(1, 8, 2, 64, dtype=FP16), meta(1, 8, 2, 64))
 
@@ -85,8 +86,13 @@ class Errors(unittest.TestCase):
                    meta(1, 8, 2, 64), meta(1, 8, 2, 64))
         self.check(ValueError, "k.shape[3] (head dim): expected q.shape[3] = 64, got 32", fmha.attention,
                    meta(1, 8, 2, 64), meta(1, 8, 2, 32), meta(1, 8, 2, 32))
-        self.check(ValueError, "head-dim mode: expected stride 1", fmha.attention, meta(1, 8, 2, 64).transpose(2, 3),
-                   meta(1, 8, 2, 64), meta(1, 8, 2, 64))
+        self.check(ValueError, "q.stride(3) (the head dim): expected 1", fmha.attention,
+                   meta(1, 8, 2, 64).transpose(2, 3), meta(1, 8, 2, 64), meta(1, 8, 2, 64))
+        self.check(ValueError, "q.shape[1]: expected at most 2^31 - 1, got 4294967304", fmha.attention,
+                   meta(1, 2**32 + 8, 1, 64), meta(1, 8, 1, 64), meta(1, 8, 1, 64))
+        self.check(ValueError, "k.shape[0]: expected at most 2^31 - 1", fmha.attention_varlen, meta(8, 1, 64),
+                   meta(2**32 + 8, 1, 64), meta(2**32 + 8, 1, 64), torch.empty(2, dtype=torch.int32, device="meta"),
+                   torch.empty(2, dtype=torch.int32, device="meta"), 8, 8)
 
     def test_head_dim_not_supported(self):
         x = meta(1, 8, 2, 136)
@@ -98,14 +104,44 @@ class Errors(unittest.TestCase):
         x = meta(1, 8, 2, 64)
         self.check(ValueError, "causal_align: expected 'q_end' or 'q_begin', got 'top'", fmha.attention, x, x, x,
                    causal=True, causal_align="top")
-        self.check(ValueError, "softmax_scale: expected a finite value > 0", fmha.attention, x, x, x,
-                   softmax_scale=float("nan"))
-        self.check(ValueError, "softmax_scale: expected a finite value > 0", fmha.attention, x, x, x, softmax_scale=-1.0)
+        for bad in (float("nan"), -1.0, 1e-50, 1e39, float("inf")):
+            self.check(ValueError, "softmax_scale: expected a normal fp32 value > 0", fmha.attention, x, x, x,
+                       softmax_scale=bad)
+        # The operator itself (no Python wrapper): 0 is the default, a subnormal is refused.
+        self.check(ValueError, "softmax_scale: expected 0 (= 1/sqrt(head_dim)) or a value in", torch.ops.fmha.fwd,
+                   x, x, x, 1e-40, False, True)
+
+    def test_misaligned_view(self):
+        x = meta(1, 8, 2, 72)[..., 4:68]  # head dim 64 starting 8 bytes into a row
+        self.check(ValueError, "q: expected", fmha.attention, x, x, x)
+
+    def test_autograd_refused(self):
+        q = meta(1, 8, 2, 64).requires_grad_()
+        x = meta(1, 8, 2, 64)
+        self.check(NotImplementedError, "backward pass is not implemented yet", fmha.attention, q, x, x)
+        with torch.no_grad():
+            self.assertEqual(fmha.attention(q, x, x).shape, q.shape)
+        self.assertEqual(fmha.attention(q.detach(), x, x).shape, q.shape)
+
+    def test_empty_problems(self):
+        # No query rows: empty outputs (batch 0 too); no keys: shapes as usual (O = 0 on the GPU).
+        self.assertEqual(fmha.attention(meta(0, 8, 2, 64), meta(0, 8, 2, 64), meta(0, 8, 2, 64)).shape,
+                         torch.Size([0, 8, 2, 64]))
+        self.assertEqual(fmha.attention(meta(1, 0, 2, 64), meta(1, 8, 2, 64), meta(1, 8, 2, 64)).shape,
+                         torch.Size([1, 0, 2, 64]))
+        self.assertEqual(fmha.attention(meta(1, 8, 2, 64), meta(1, 0, 2, 64), meta(1, 0, 2, 64)).shape,
+                         torch.Size([1, 8, 2, 64]))
+
+    def test_unit_modes_take_any_stride(self):
+        # torch allows any stride on a mode of size 1; fmha's multiples of 8 are not asked of it.
+        q = torch.empty_strided((1, 1, 2, 64), (3, 3, 64, 1), device="meta", dtype=BF16)
+        k = torch.empty_strided((1, 5, 1, 64), (1000, 64, 5, 1), device="meta", dtype=BF16)
+        self.assertEqual(fmha.attention(q, k, k).shape, torch.Size([1, 1, 2, 64]))
 
     def test_cu_seqlens(self):
         x = meta(16, 2, 64)
         cu = torch.empty(3, dtype=torch.int32, device="meta")
-        self.check(ValueError, "cu_seqlens_q.dtype: expected torch.int32, got Long", fmha.attention_varlen, x, x, x,
+        self.check(ValueError, "cu_seqlens_q.dtype: expected torch.int32, got torch.int64", fmha.attention_varlen, x, x, x,
                    torch.empty(3, dtype=torch.int64, device="meta"), cu, 8, 8)
         self.check(ValueError, "cu_seqlens_k: expected a contiguous tensor", fmha.attention_varlen, x, x, x, cu,
                    torch.empty(6, dtype=torch.int32, device="meta")[::2], 8, 8)

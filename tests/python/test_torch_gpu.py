@@ -144,13 +144,16 @@ class Integration(unittest.TestCase):
         self.assertTrue(torch.equal(g(q, k, v), f(q, k, v)))
 
     def test_current_stream(self):
+        # The side stream is busy (a sleep) before it writes the input, so an operator that launched on another
+        # stream would read the input before it exists.
         q, k, v = rand(4, 1024, 8, 128), rand(4, 1024, 8, 128), rand(4, 1024, 8, 128)
         expect = fmha.attention(q, k, v)
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
-            out = fmha.attention(q, k, v)
-            out.record_stream(s)
+            torch.cuda._sleep(100_000_000)
+            q2 = q * 1
+            out = fmha.attention(q2, k, v)
         torch.cuda.current_stream().wait_stream(s)
         self.assertTrue(torch.equal(out, expect))
 
@@ -169,6 +172,29 @@ class Integration(unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             fmha.attention(x, x, x)
         self.assertIn("head_dim", str(cm.exception))
+
+    def test_empty_problems(self):
+        q, k = rand(1, 8, 2, 64), rand(1, 0, 2, 64)
+        out, lse = fmha.attention(q, k, k, return_lse=True)
+        self.assertEqual(out.abs().max().item(), 0.0)
+        self.assertTrue(torch.all(lse == float("-inf")))
+        self.assertEqual(fmha.attention(rand(0, 8, 2, 64), rand(0, 8, 2, 64), rand(0, 8, 2, 64)).numel(), 0)
+        cu = torch.tensor([0, 8], dtype=torch.int32, device="cuda")
+        z = torch.tensor([0, 0], dtype=torch.int32, device="cuda")
+        out = fmha.attention_varlen(rand(8, 2, 64), rand(0, 2, 64), rand(0, 2, 64), cu, z, 8, 0)
+        self.assertEqual(out.abs().max().item(), 0.0)
+
+    def test_autograd_refused(self):
+        q = rand(1, 8, 2, 64).requires_grad_()
+        with self.assertRaises(NotImplementedError):
+            fmha.attention(q, q, q)
+        with torch.no_grad():
+            fmha.attention(q, q, q)
+
+    def test_misaligned_pointer_error(self):
+        x = rand(1, 64, 2, 72)[..., 4:68]  # head dim 64, but 8-byte aligned rows
+        with self.assertRaises(ValueError):
+            fmha.attention(x, x, x)
 
     def test_mixed_devices_error(self):
         q = rand(1, 8, 2, 64)

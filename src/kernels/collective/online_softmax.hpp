@@ -17,7 +17,7 @@
 // long as the rescale factors and the LSE use the same base: corr = exp2(base_old − base_new), LSE = ln 2 · (base +
 // log2 Σ P). (A separate FADD, (s − max) · scale_log2, makes e = 0 but cost 8–12 % at d 64 and 2–4 % at d 128;
 // a warp-uniform branch to it per row or per block cost 5–14 %: docs/perf-log.md.) 2^e stays harmless while
-// |base| < kFastLimit = 2^26 (e ≤ 2, P ≤ 2^10: within fp16 and the fp32 sums); a row past it raises `beyond`, and
+// |base| < kFastLimit = 2^26 (e ≤ 2, P ≤ 2^10: within fp16 and the fp32 sums); a row past it sets its bit of `beyond`, and
 // the kernel recomputes such rows exactly after its mainloop (fwd_kernel.cuh, exact_rows), where the exponent is
 // (s − max) · scale_log2 and so exactly 0 at the max at any magnitude.
 #pragma once
@@ -77,17 +77,18 @@ struct OnlineSoftmax {
   /// whole row's sum of P relative to that max's base (update) and scale_log2: LSE = ln 2 · (base + log2 sum).
   CUTLASS_DEVICE static void finish_row(float row_max, float sum, float scale_log2, float& inv, float& lse) {
     inv = sum > 0.f ? 1.f / sum : 0.f;
-    lse = sum > 0.f ? (row_max * scale_log2 + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+    lse = sum > 0.f ? (__fmul_rn(row_max, scale_log2) + log2f(sum)) * 0.6931471805599453f : -INFINITY;
   }
 
   /// One key block: `s` (kRows × kCols raw scores of this thread, masked keys already −inf) becomes the
   /// unnormalised P = exp2(s · scale_log2 − base) in place, base = fl(max · scale_log2); the running max and
   /// (without kSumOnTensorCores) sum advance; corr[r] is the factor by which row r's earlier O (and sum) must be
-  /// rescaled (1 when its max was kept); `beyond` becomes true when a row's |base| reaches kFastLimit. Four independent partial sums (and maxima) per row instead of one serial chain: the
-  /// softmax of a block is on the mainloop's critical path (docs/perf-log.md, v3).
+  /// rescaled (1 when its max was kept); bit r of `beyond` is set when row r's |base| reaches kFastLimit. Four
+  /// independent partial sums (and maxima) per row instead of one serial chain: the softmax of a block is on the
+  /// mainloop's critical path (docs/perf-log.md, v3).
   template <class TensorS>
   CUTLASS_DEVICE static void update(float (&row_max)[kRows], float (&row_sum)[kRows], TensorS& s, float scale_log2,
-                                    float (&corr)[kRows], bool& beyond) {
+                                    float (&corr)[kRows], unsigned& beyond) {
     float mx[kRows];
     if constexpr (kRowMaxFirst) {
       float chain[kRows][kMaxChains];
@@ -130,10 +131,12 @@ struct OnlineSoftmax {
       if ((new_max - row_max[r]) * scale_log2 <= 8.f) new_max = row_max[r];
       // The factor between the old and the new base (the file comment's 2^e cancels): −inf − base = −inf gives 0
       // for a row's first keys (its O and sum are 0 anyway).
-      const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
-      corr[r] = new_max == -INFINITY ? 1.f : exp2f(row_max[r] * scale_log2 - base);
+      // The products are rounded on their own (__fmul_rn: never contracted into an FFMA with the subtraction,
+      // which would give exp2(max_old · scale_log2 − base_new) and keep the old blocks' factor 2^e).
+      const float base = new_max == -INFINITY ? 0.f : __fmul_rn(new_max, scale_log2);
+      corr[r] = new_max == -INFINITY ? 1.f : exp2f(__fmul_rn(row_max[r], scale_log2) - base);
       corr[r] = new_max == row_max[r] ? 1.f : corr[r];
-      beyond |= !(fabsf(base) < kFastLimit);
+      beyond |= fabsf(base) < kFastLimit ? 0u : 1u << r;
       if constexpr (kSumOnTensorCores) {
         CUTLASS_PRAGMA_UNROLL
         for (int c = 0; c < kCols; ++c) s(r, c) = exp2f(fmaf(s(r, c), scale_log2, -base));

@@ -513,7 +513,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
 
     float row_max[kRows], row_sum[kRows];  // the online softmax's state (Softmax)
     Softmax::reset(row_max, row_sum);
-    bool beyond = false;  // a row's max reached the exact form's range (Softmax::kFastLimit; exact_rows)
+    unsigned beyond = 0;  // bit r: row r's max reached the exact form's range (Softmax::kFastLimit; exact_rows)
     // With the early second Q·Kᵀ (kEarlyQK) O is cleared just before the first P·V, so that its registers are not
     // live while the prologue holds two S accumulators.
     const bool early_qk = kEarlyQK && n_blocks >= 2;
@@ -739,7 +739,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     float inv[kRows];
     // Rows past the fast exponent's range (rare: Softmax::kFastLimit): the warp recomputes all its rows exactly.
     float lse_exact[kRows];
-    const bool exact = __any_sync(0xffffffff, beyond);
+    // Padding rows (past the entry: another entry's queries, or TMA's zero fill) never send a warp there.
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < kRows; ++r)
+      if (w.m_block * kBlockM + get<0>(Sc(r, 0)) >= w.sq) beyond &= ~(1u << r);
+    const bool exact = __any_sync(0xffffffff, beyond != 0);
     if (exact) {
       Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
       exact_rows(p, w, mask, O, Oc, lse_exact);
