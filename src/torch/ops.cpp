@@ -15,8 +15,10 @@
 //     q [total_q, h, d], k and v [total_k, h_k, d] packed; cu_seqlens int32 [b + 1] contiguous on q's device;
 //     returns out [total_q, h, d] and lse [h, total_q].
 // Errors: a bad argument raises ValueError (torch's TORCH_CHECK_VALUE) with fmha's message ("<argument>: expected
-// <expected>, got <actual>"); a valid request no kernel takes raises NotImplementedError; a CUDA failure
-// RuntimeError. No backward yet: with grad mode on and an input that requires grad, the Autograd kernel raises
+// <expected>, got <actual>"); a valid request no kernel takes raises NotImplementedError (RuntimeError from the
+// Meta kernels, where fake tensors would take NotImplementedError for a missing kernel); a CUDA failure
+// RuntimeError. With symbolic shapes (torch.compile, dynamic=True) heads and head dim are specialised (guards), the
+// lengths and strides are checked where concrete. No backward yet: with grad mode on and an input that requires grad, the Autograd kernel raises
 // NotImplementedError (instead of torch's fallback, which would return outputs without gradients).
 // Empty problems: no query rows give empty outputs; no keys give O = 0 and LSE = −inf (after the checks).
 // LSE is always computed (the kernel writes it at almost no cost; fmha.attention returns it on request).
@@ -41,12 +43,14 @@ namespace {
 
 using at::Tensor;
 
-/// Raises the Python exception that matches `s` (nothing on success).
-void raise_if_error(const fmha::Status& s) {
+/// Raises the Python exception that matches `s` (nothing on success). In a Meta kernel (`meta`) a request no kernel
+/// takes raises RuntimeError instead of NotImplementedError, which fake tensors would take for a missing Meta kernel
+/// (UnsupportedOperatorException, without the message).
+void raise_if_error(const fmha::Status& s, bool meta = false) {
   if (s.is_ok()) return;
   const std::string msg = "fmha: " + s.message();
   if (s.code() == fmha::StatusCode::kInvalidArgument) TORCH_CHECK_VALUE(false, msg);
-  if (s.code() == fmha::StatusCode::kNotSupported || s.code() == fmha::StatusCode::kNotBuilt)
+  if (!meta && (s.code() == fmha::StatusCode::kNotSupported || s.code() == fmha::StatusCode::kNotBuilt))
     TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
   TORCH_CHECK(false, msg);
 }
@@ -134,18 +138,23 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
                              double scale, bool causal, bool q_end, bool& ok) {
   fmha::FwdParams p;
   ok = true;
+  // torch.compile with dynamic shapes: heads and head dim are specialised (guarded: they pick the kernel); a
+  // symbolic length is checked through a stand-in of 2; a symbolic stride makes `ok` false, and the strides are
+  // then replaced by contiguous ones for the check (everything else is still checked).
+  auto size = [&](const c10::SymInt& x) -> int64_t { return concrete(x).value_or(2); };
+  auto spec = [&](const c10::SymInt& x) -> int64_t { return x.guard_int(__FILE__, __LINE__); };
   auto get = [&](const c10::SymInt& x) -> int64_t {
     auto c = concrete(x);
     if (!c) ok = false;
     return c.value_or(0);
   };
   p.dtype = dtype_of(q);
-  p.batch = int(get(q.sym_size(0)));
-  p.seqlen_q = int(get(q.sym_size(1)));
-  p.heads_q = int(get(q.sym_size(2)));
-  p.head_dim = int(get(q.sym_size(3)));
-  p.seqlen_k = int(get(k.sym_size(1)));
-  p.heads_kv = int(get(k.sym_size(2)));
+  p.batch = int(size(q.sym_size(0)));
+  p.seqlen_q = int(size(q.sym_size(1)));
+  p.heads_q = int(spec(q.sym_size(2)));
+  p.head_dim = int(spec(q.sym_size(3)));
+  p.seqlen_k = int(size(k.sym_size(1)));
+  p.heads_kv = int(spec(k.sym_size(2)));
   p.q = out ? q.data_ptr() : fake_data(q);
   p.k = out ? k.data_ptr() : fake_data(k);
   p.v = out ? v.data_ptr() : fake_data(v);
@@ -161,6 +170,8 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
                      int64_t(p.heads_kv) * p.head_dim);
     fix_unit_strides(p.batch, p.seqlen_k, p.heads_kv, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
                      int64_t(p.heads_kv) * p.head_dim);
+  } else {
+    fmha::set_contiguous_strides(p);  // symbolic strides: checked no further than a contiguous layout
   }
   // out is allocated contiguous [b, s_q, h, d]
   p.o_head_stride = p.head_dim, p.o_row_stride = int64_t(p.heads_q) * p.head_dim,
@@ -168,8 +179,9 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.mask = causal ? fmha::MaskType::kCausal : fmha::MaskType::kNone;
   p.causal_align = q_end ? fmha::CausalAlign::kQEnd : fmha::CausalAlign::kQBegin;
   p.softmax_scale = float(scale);
-  // K and V must agree in shape: fmha::FwdParams has one seqlen_k / heads_kv / head_dim for both.
-  if (ok) {
+  // K and V must agree in shape: fmha::FwdParams has one seqlen_k / heads_kv / head_dim for both. (With symbolic
+  // sizes these comparisons become guards of the compiled graph.)
+  {
     for (int dim = 0; dim < 4; ++dim) {
       TORCH_CHECK_VALUE(k.sym_size(dim) == v.sym_size(dim), "fmha.attention: v.shape[", dim,
                         "]: expected k.shape[", dim, "] = ", k.sym_size(dim), ", got ", v.sym_size(dim));
@@ -210,7 +222,7 @@ std::tuple<Tensor, Tensor> fwd_meta(const Tensor& q, const Tensor& k, const Tens
   check_scale("attention", softmax_scale);
   bool ok = true;
   fmha::FwdParams p = dense_params(q, k, v, nullptr, nullptr, softmax_scale, causal, causal_q_end, ok);
-  if (ok && p.batch > 0 && p.seqlen_q > 0) raise_if_error(fmha::fwd_validate(p));
+  if (p.batch > 0 && p.seqlen_q > 0) raise_if_error(fmha::fwd_validate(p), true);
   Tensor out = at::empty_symint(q.sym_sizes(), q.options());
   Tensor lse = at::empty_symint({q.sym_size(0), q.sym_size(2), q.sym_size(1)}, q.options().dtype(at::kFloat));
   return {out, lse};
@@ -236,6 +248,11 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor* lse, double scale, bool causal, bool q_end, bool& ok) {
   fmha::FwdParams p;
   ok = true;
+  // torch.compile with dynamic shapes: heads and head dim are specialised (guarded: they pick the kernel); a
+  // symbolic length is checked through a stand-in of 2; a symbolic stride makes `ok` false, and the strides are
+  // then replaced by contiguous ones for the check (everything else is still checked).
+  auto size = [&](const c10::SymInt& x) -> int64_t { return concrete(x).value_or(2); };
+  auto spec = [&](const c10::SymInt& x) -> int64_t { return x.guard_int(__FILE__, __LINE__); };
   auto get = [&](const c10::SymInt& x) -> int64_t {
     auto c = concrete(x);
     if (!c) ok = false;
@@ -246,12 +263,12 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
                     max_k);
   const bool real = out != nullptr;
   p.dtype = dtype_of(q);
-  p.batch = int(get(cu_q.sym_size(0))) - 1;
-  p.total_q = int(get(q.sym_size(0)));
-  p.heads_q = int(get(q.sym_size(1)));
-  p.head_dim = int(get(q.sym_size(2)));
-  p.total_k = int(get(k.sym_size(0)));
-  p.heads_kv = int(get(k.sym_size(1)));
+  p.batch = int(size(cu_q.sym_size(0))) - 1;
+  p.total_q = int(size(q.sym_size(0)));
+  p.heads_q = int(spec(q.sym_size(1)));
+  p.head_dim = int(spec(q.sym_size(2)));
+  p.total_k = int(size(k.sym_size(0)));
+  p.heads_kv = int(spec(k.sym_size(1)));
   p.seqlen_q = int(max_q);
   p.seqlen_k = int(max_k);
   p.cu_seqlens_q = real ? cu_q.data_ptr<int>() : static_cast<const int*>(fake_ptr());
@@ -271,12 +288,14 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
                      int64_t(p.heads_kv) * p.head_dim);
     fix_unit_strides(0, p.total_k, p.heads_kv, unused, p.v_row_stride, p.v_head_stride,
                      int64_t(p.heads_kv) * p.head_dim);
+  } else {
+    fmha::set_contiguous_strides(p);  // symbolic strides: checked no further than a packed layout
   }
   p.o_head_stride = p.head_dim, p.o_row_stride = int64_t(p.heads_q) * p.head_dim;
   p.mask = causal ? fmha::MaskType::kCausal : fmha::MaskType::kNone;
   p.causal_align = q_end ? fmha::CausalAlign::kQEnd : fmha::CausalAlign::kQBegin;
   p.softmax_scale = float(scale);
-  if (ok) {
+  {
     for (int dim = 0; dim < 3; ++dim)
       TORCH_CHECK_VALUE(k.sym_size(dim) == v.sym_size(dim), "fmha.attention_varlen: v.shape[", dim,
                         "]: expected k.shape[", dim, "] = ", k.sym_size(dim), ", got ", v.sym_size(dim));
@@ -327,7 +346,7 @@ std::tuple<Tensor, Tensor> fwd_varlen_meta(const Tensor& q, const Tensor& k, con
   bool ok = true;
   fmha::FwdParams p =
       varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, nullptr, nullptr, softmax_scale, causal, causal_q_end, ok);
-  if (ok && p.total_q > 0) raise_if_error(fmha::fwd_validate(p));
+  if (p.total_q > 0) raise_if_error(fmha::fwd_validate(p), true);
   Tensor out = at::empty_symint(q.sym_sizes(), q.options());
   Tensor lse = at::empty_symint({q.sym_size(1), q.sym_size(0)}, q.options().dtype(at::kFloat));
   return {out, lse};

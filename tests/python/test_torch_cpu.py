@@ -95,8 +95,10 @@ class Errors(unittest.TestCase):
                    torch.empty(2, dtype=torch.int32, device="meta"), 8, 8)
 
     def test_head_dim_not_supported(self):
+        # On meta tensors a valid request no kernel takes is a RuntimeError (NotImplementedError on the GPU: fake
+        # tensors would read that as a missing Meta kernel and drop the message).
         x = meta(1, 8, 2, 136)
-        self.check(NotImplementedError, "head_dim: expected ≤ 128, got 136", fmha.attention, x, x, x)
+        self.check(RuntimeError, "head_dim: expected ≤ 128, got 136", fmha.attention, x, x, x)
         y = meta(1, 8, 2, 60)
         self.check(ValueError, "head_dim", fmha.attention, y, y, y)
 
@@ -181,6 +183,22 @@ class Compile(unittest.TestCase):
         self.assertEqual(a.shape, torch.Size([2, 64, 4, 64]))
         self.assertEqual(b.shape, torch.Size([50, 2, 64]))
         self.assertEqual(lse.shape, torch.Size([2, 50]))
+
+    def test_symbolic_shapes_still_checked(self):
+        # Dynamic shapes (symbolic sizes and strides): the static arguments are still checked at trace time.
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        def f(q, k, v):
+            return fmha.attention(q, k, v, causal=True)
+
+        ok = make_fx(f, tracing_mode="symbolic")(meta(2, 100, 8, 64), meta(2, 120, 2, 64), meta(2, 120, 2, 64))
+        self.assertIn("fmha.fwd", str(ok.code))
+        for kv_heads, d, fragment in ((3, 64, "heads_q % heads_kv: expected 0"), (2, 136, "head_dim: expected ≤ 128"),
+                                      (2, 60, "head_dim")):
+            with self.assertRaises(Exception) as cm:
+                make_fx(f, tracing_mode="symbolic")(meta(2, 100, 8, d),
+                                                    meta(2, 120, kv_heads, d), meta(2, 120, kv_heads, d))
+            self.assertIn(fragment, str(cm.exception))
 
     def test_trace_time_error(self):
         # A shape error surfaces while tracing, with fmha's message.
