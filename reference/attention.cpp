@@ -237,8 +237,10 @@ void combine_splits(int n_splits, int rows, int d, const float* o_parts, const f
 }
 
 void gen(const GenShape& s, const float* q, const float* new_k, const float* new_v, float* cache_k, float* cache_v,
-         float* o, float* lse) {
+         float* o, float* lse, int key_begin, int key_end) {
   const char* fn = "gen";
+  require(s.new_tokens >= 1, fn, "new_tokens", ">= 1", s.new_tokens);
+  check_key_window(fn, key_begin, key_end);
   require(s.batch >= 0, fn, "batch", ">= 0", s.batch);
   check_heads(fn, s.heads_q, s.heads_kv);
   require(s.head_dim >= 1, fn, "head_dim", ">= 1", s.head_dim);
@@ -248,7 +250,8 @@ void gen(const GenShape& s, const float* q, const float* new_k, const float* new
   check_paging(fn, s.capacity, s.page_size, s.pages_per_seq);
   check_scale(fn, s.scale);
 
-  const int append = s.append ? 1 : 0;
+  const int n_new = s.new_tokens;
+  const int append = s.append ? n_new : 0;  // rows appended per entry
   const int64_t row_elems = static_cast<int64_t>(s.heads_kv) * s.head_dim;
   const CacheAddr addr{s.capacity, s.page_size, s.pages_per_seq, &s.page_table, row_elems};
   auto slot = [&](int b) { return s.cache_batch_idx.empty() ? b : s.cache_batch_idx[b]; };
@@ -269,28 +272,33 @@ void gen(const GenShape& s, const float* q, const float* new_k, const float* new
   }
 
   const Reader rd{s.dtype, s.rounding};
-  // 1. Append: the new token goes to position seqlens_kv[b] of slot c, stored as the kernel would store it.
-  for (int b = 0; b < s.batch && append; ++b) {
-    const int64_t dst = addr.offset(slot(b), s.seqlens_kv[b]);
-    for (int64_t x = 0; x < row_elems; ++x) {
-      cache_k[dst + x] = static_cast<float>(rd(new_k[b * row_elems + x]));
-      cache_v[dst + x] = static_cast<float>(rd(new_v[b * row_elems + x]));
+  // 1. Append: new token t goes to position seqlens_kv[b] + t of slot c, stored as the kernel would store it.
+  for (int b = 0; b < s.batch && append; ++b)
+    for (int t = 0; t < n_new; ++t) {
+      const int64_t dst = addr.offset(slot(b), s.seqlens_kv[b] + t);
+      const int64_t src = (static_cast<int64_t>(b) * n_new + t) * row_elems;
+      for (int64_t x = 0; x < row_elems; ++x) {
+        cache_k[dst + x] = static_cast<float>(rd(new_k[src + x]));
+        cache_v[dst + x] = static_cast<float>(rd(new_v[src + x]));
+      }
     }
-  }
-  // 2. Attend over the cached tokens (plus the appended one).
+  // 2. Attend: token t over the keys of the causal q-end mask (the cache's last n tokens are the queries' own).
   const double scale = s.scale != 0.0 ? s.scale : 1.0 / std::sqrt(double(s.head_dim));
   const int group = s.heads_q / s.heads_kv;
   std::vector<double> qrow(static_cast<size_t>(s.head_dim));
   for (int b = 0; b < s.batch; ++b) {
-    const int c = slot(b), n = s.seqlens_kv[b] + append;
-    for (int h = 0; h < s.heads_q; ++h) {
-      const int64_t hk_off = static_cast<int64_t>(h / group) * s.head_dim;
-      const int64_t qo = (static_cast<int64_t>(b) * s.heads_q + h) * s.head_dim;
-      for (int d = 0; d < s.head_dim; ++d) qrow[d] = rd(q[qo + d]);
-      attend_row(
-          qrow, s.head_dim, 0, n, [&](int j) { return cache_k + addr.offset(c, j) + hk_off; },
-          [&](int j) { return cache_v + addr.offset(c, j) + hk_off; }, scale, rd, o + qo,
-          lse ? lse + static_cast<int64_t>(b) * s.heads_q + h : nullptr);
+    const int c = slot(b), total = s.seqlens_kv[b] + append;  // keys in the slot after the append
+    for (int t = 0; t < n_new; ++t) {
+      const int hi = std::min(key_end, std::max(0, total - n_new + t + 1)), lo = std::min(key_begin, hi);
+      for (int h = 0; h < s.heads_q; ++h) {
+        const int64_t hk_off = static_cast<int64_t>(h / group) * s.head_dim;
+        const int64_t row = (static_cast<int64_t>(b) * n_new + t) * s.heads_q + h;
+        for (int d = 0; d < s.head_dim; ++d) qrow[d] = rd(q[row * s.head_dim + d]);
+        attend_row(
+            qrow, s.head_dim, lo, hi, [&](int j) { return cache_k + addr.offset(c, j) + hk_off; },
+            [&](int j) { return cache_v + addr.offset(c, j) + hk_off; }, scale, rd, o + row * s.head_dim,
+            lse ? lse + row : nullptr);
+      }
     }
   }
 }

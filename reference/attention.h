@@ -89,9 +89,13 @@ struct GenShape {
   int heads_q = 1;
   int heads_kv = 1;
   int head_dim = 128;
+  int new_tokens = 1;                ///< query tokens per entry (n ≥ 1; more than 1: speculative tokens)
   std::vector<int> seqlens_kv;       ///< [batch] tokens already in the cache, before any append
   std::vector<int> cache_batch_idx;  ///< [batch] cache slot of each entry (remap); empty means slot b = b
-  bool append = true;                ///< true: new K/V are written at position seqlens_kv[b], then attended
+  /// true: the n new K/V rows are written at positions seqlens_kv[b] … seqlens_kv[b] + n − 1, then attended, and
+  /// query token t sees keys 0 … seqlens_kv[b] + t; false (cache-only: the n tokens are already the cache's last
+  /// n): token t sees keys 0 … seqlens_kv[b] − n + t (none where that is negative).
+  bool append = true;
   /// Contiguous cache (page_size == 0): cache tensors are [num_slots][capacity][heads_kv][head_dim].
   /// Paged cache (page_size > 0): cache tensors are [num_pages][page_size][heads_kv][head_dim], and token t of slot
   /// c lives in page page_table[c * pages_per_seq + t / page_size], row t % page_size.
@@ -104,15 +108,17 @@ struct GenShape {
   Rounding rounding = Rounding::kExact;
 };
 
-/// q [batch][heads_q][head_dim]; new_k, new_v [batch][heads_kv][head_dim] (ignored when !append);
-/// cache_k, cache_v as described in GenShape (mutated by the append); o [batch][heads_q][head_dim];
-/// lse [batch][heads_q] (may be null). Keys seen: the seqlens_kv[b] cached tokens, plus the new one if appended.
-/// All appends happen before any attention; under kKernel the stored new K/V are rounded to dtype. Only tokens
-/// [0, seqlens_kv[b] (+1)) of a slot are read. Throws std::invalid_argument for a size mismatch, a negative slot,
-/// two entries appending into one slot, seqlens_kv[b] (+1) above the capacity (or pages_per_seq · page_size), a
-/// page table too short for a slot, or a negative page entry.
+/// q [batch][new_tokens][heads_q][head_dim]; new_k, new_v [batch][new_tokens][heads_kv][head_dim] (ignored when
+/// !append); cache_k, cache_v as described in GenShape (mutated by the append); o [batch][new_tokens][heads_q]
+/// [head_dim]; lse [batch][new_tokens][heads_q] (may be null). Keys seen by token t: see GenShape::append (the
+/// causal q-end mask of the n new tokens against the cache), intersected with [key_begin, key_end) (one split-KV
+/// partition; default all; an empty range gives O = 0, LSE = −inf). All appends happen before any attention;
+/// under kKernel the stored new K/V are rounded to dtype. Only tokens [0, seqlens_kv[b] (+ n)) of a slot are read.
+/// Throws std::invalid_argument for a size mismatch, new_tokens < 1, a negative slot, two entries appending into
+/// one slot, seqlens_kv[b] (+ n) above the capacity (or pages_per_seq · page_size), a page table too short for a
+/// slot, a negative page entry, or a bad key window.
 void gen(const GenShape& s, const float* q, const float* new_k, const float* new_v, float* cache_k, float* cache_v,
-         float* o, float* lse);
+         float* o, float* lse, int key_begin = 0, int key_end = INT32_MAX);
 
 /// MLA decode in the weight-absorbed form: one shared latent row per token serves as K = [latent | rope] and
 /// V = latent.

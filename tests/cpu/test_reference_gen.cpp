@@ -263,6 +263,116 @@ TEST(ReferenceGen, InvalidArgumentsThrow) {
   expect_error(s, "page_table.size()");
 }
 
+/// n new tokens per entry (speculative decoding): gen equals the forward reference with the causal q-end mask over
+/// the slot's keys after the append (append), or over the cache alone whose last n tokens are the queries' own
+/// (cache-only); per-sequence lengths including 0, GQA, remapped slots.
+TEST(ReferenceGen, SpeculativeTokensEqualCausalQEndForward) {
+  std::mt19937 g(11);
+  for (bool append : {true, false})
+    for (int n : {1, 2, 4, 16}) {
+      const int H = 8, HK = 2, D = 16, cap = 64;
+      const std::vector<int> lens = append ? std::vector<int>{0, 5, 30} : std::vector<int>{n, 3 + n, 40};
+      GenCase u = make_setup(lens, 4, H, HK, D, cap, g);
+      u.s.append = append;
+      u.s.new_tokens = n;
+      const int B = u.s.batch;
+      u.q = random_vec(size_t(B) * n * H * D, g);
+      u.new_k = random_vec(size_t(B) * n * HK * D, g);
+      u.new_v = random_vec(size_t(B) * n * HK * D, g);
+      std::vector<float> o(size_t(B) * n * H * D, kNaN), lse(size_t(B) * n * H, kNaN);
+      gen(u.s, u.q.data(), u.new_k.data(), u.new_v.data(), u.cache_k.data(), u.cache_v.data(), o.data(), lse.data());
+      for (int b = 0; b < B; ++b) {
+        const int c = u.s.cache_batch_idx[b], sk = lens[b] + (append ? n : 0);
+        // The slot's keys after the append, gathered as a dense [sk][HK][D] tensor for ref::fwd.
+        std::vector<float> k(size_t(sk) * HK * D), v(k.size());
+        for (int t = 0; t < sk; ++t)
+          for (int64_t x = 0; x < u.row(); ++x) {
+            k[size_t(t) * u.row() + x] = u.cache_k[u.at(c, t) + x];
+            v[size_t(t) * u.row() + x] = u.cache_v[u.at(c, t) + x];
+          }
+        AttnShape f;
+        f.heads_q = H, f.heads_kv = HK, f.head_dim_qk = f.head_dim_v = D;
+        f.seqlens_q = {n}, f.seqlens_k = {sk};
+        f.mask = MaskType::kCausal, f.align = CausalAlign::kQEnd;
+        std::vector<float> fo(size_t(n) * H * D), fl(size_t(n) * H);
+        const float* qb = u.q.data() + size_t(b) * n * H * D;
+        fwd(f, bshd(qb, n, H, D), bshd(static_cast<const float*>(k.data()), sk, HK, D),
+            bshd(static_cast<const float*>(v.data()), sk, HK, D), bshd(fo.data(), n, H, D), bshd(fl.data(), n, H, 1));
+        for (size_t i = 0; i < fo.size(); ++i)
+          ASSERT_TRUE(same_bits(o[size_t(b) * n * H * D + i], fo[i]))
+              << "append " << append << " n " << n << " entry " << b << " element " << i;
+        for (size_t i = 0; i < fl.size(); ++i)
+          ASSERT_TRUE(same_bits(lse[size_t(b) * n * H + i], fl[i])) << "append " << append << " n " << n;
+      }
+    }
+}
+
+/// Split-KV windows of gen, merged by combine_splits, give the unsplit result; windows past a sequence's keys are
+/// empty (O = 0, LSE = −inf) and contribute nothing.
+TEST(ReferenceGen, SplitWindowsCombineToUnsplit) {
+  std::mt19937 g(12);
+  const int n = 3, H = 4, HK = 2, D = 8;
+  GenCase u = make_setup({7, 0, 25}, 3, H, HK, D, 40, g);
+  u.s.new_tokens = n;
+  u.s.append = true;
+  const int B = u.s.batch, rows = B * n * H;
+  u.q = random_vec(size_t(rows) * D, g);
+  u.new_k = random_vec(size_t(B) * n * HK * D, g);
+  u.new_v = random_vec(size_t(B) * n * HK * D, g);
+  std::vector<float> o(size_t(rows) * D), lse(rows);
+  GenCase first = u;
+  gen(first.s, u.q.data(), u.new_k.data(), u.new_v.data(), first.cache_k.data(), first.cache_v.data(), o.data(),
+      lse.data());
+  const int bounds[] = {0, 5, 16, 33, 60};  // the last window is past every sequence
+  const int splits = 4;
+  std::vector<float> po(size_t(splits) * rows * D), pl(size_t(splits) * rows);
+  for (int sp = 0; sp < splits; ++sp) {
+    GenCase w = u;
+    gen(w.s, u.q.data(), u.new_k.data(), u.new_v.data(), w.cache_k.data(), w.cache_v.data(),
+        po.data() + size_t(sp) * rows * D, pl.data() + size_t(sp) * rows, bounds[sp], bounds[sp + 1]);
+  }
+  for (int r = 0; r < rows; ++r) EXPECT_EQ(pl[size_t(3) * rows + r], kNegInf) << "row " << r;
+  std::vector<float> co(size_t(rows) * D), cl(rows);
+  combine_splits(splits, rows, D, po.data(), pl.data(), co.data(), cl.data());
+  for (int r = 0; r < rows; ++r) {
+    if (lse[r] == kNegInf) {
+      EXPECT_EQ(cl[r], kNegInf);
+      continue;
+    }
+    EXPECT_NEAR(cl[r], lse[r], 1e-5) << "row " << r;
+    for (int x = 0; x < D; ++x) EXPECT_NEAR(co[size_t(r) * D + x], o[size_t(r) * D + x], 1e-5) << "row " << r;
+  }
+}
+
+TEST(ReferenceGen, SpeculativeTokenArgumentsThrow) {
+  std::mt19937 g(13);
+  GenCase u = make_setup({3, 10}, 2, 2, 1, 8, 12, g);
+  std::vector<float> o(64 * 8), lse(64);
+  auto run = [&](const GenShape& s) {
+    GenCase w = u;
+    gen(s, u.q.data(), u.new_k.data(), u.new_v.data(), w.cache_k.data(), w.cache_v.data(), o.data(), lse.data());
+  };
+  GenShape s = u.s;
+  s.new_tokens = 0;
+  try {
+    run(s);
+    ADD_FAILURE() << "new_tokens = 0 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("new_tokens: expected >= 1, got 0"), std::string::npos) << e.what();
+  }
+  s = u.s;
+  s.new_tokens = 3;  // entry 1: 10 + 3 tokens > capacity 12
+  u.q = random_vec(size_t(2) * 3 * 2 * 8, g), u.new_k = random_vec(size_t(2) * 3 * 8, g), u.new_v = u.new_k;
+  try {
+    run(s);
+    ADD_FAILURE() << "an append past the capacity accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("capacity"), std::string::npos) << e.what();
+  }
+  s.append = false;  // cache-only reads 10 tokens: fits
+  EXPECT_NO_THROW(run(s));
+}
+
 TEST(Flops, GenBytesFormula) {
   // D · (in·H·B + out·H·B + 2·in·H_K·B + 2·in·H_K·Σ(len+1)) with lens {3, 5}, H 4, H_K 2, D 8, e5m2 in, fp16 out.
   EXPECT_EQ(gen_bytes({3, 5}, 4, 2, 8, DType::kFP8E5M2),
