@@ -114,6 +114,8 @@ target_compile_options(fmha PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
 
 if(FMHA_KERNEL_SOURCES)
   enable_language(CUDA)
+  # Kernels shared by the families, outside the per-(op, dtype, head dim) units: the split-KV combine.
+  target_sources(fmha PRIVATE ${PROJECT_SOURCE_DIR}/src/kernels/device/combine.cu)
   if(NOT EXISTS ${CUTLASS_DIR}/include/cutlass/cutlass.h)
     message(FATAL_ERROR "CUTLASS_DIR=${CUTLASS_DIR} holds no include/cutlass/cutlass.h: run scripts/setup.sh, which "
                         "installs nvidia-cutlass==4.2.0.0 there, or pass -DCUTLASS_DIR=<root of the C++ tree>")
