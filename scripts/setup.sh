@@ -38,57 +38,46 @@ if ! command -v nvcc >/dev/null; then
 fi
 command -v nvcc >/dev/null || { echo "setup: nvcc not found: install the CUDA toolkit (13.0) first" >&2; exit 1; }
 
+# pip_pinned DIR VERSION ARGS...: installs ARGS (pinned requirements and pip options) into $deps/DIR and returns
+# 0, unless $deps/DIR/.version already says VERSION (returns 1). A failed install stops the set-up (explicitly:
+# `set -e` does not reach into a function called with `||`) and leaves no stamp, so the next run tries again.
+pip_pinned() {
+  local dir=$1 version=$2
+  shift 2
+  [ "$(cat "$deps/$dir/.version" 2>/dev/null)" = "$version" ] && return 1
+  echo "setup: installing $* into $deps/$dir"
+  rm -rf "${deps:?}/$dir"
+  python3 -m pip install -q --disable-pip-version-check --target "$deps/$dir" "$@" ||
+    { echo "setup: pip install $* failed" >&2; exit 1; }
+  echo "$version" > "$deps/$dir/.version"
+}
+
 # 2. CUTLASS/CuTe headers from the pinned PyPI wheel (its C++ tree lives under cutlass_library/source).
-stamp=$deps/cutlass/.version
-if [ "$(cat "$stamp" 2>/dev/null)" != "$cutlass_version" ]; then
-  echo "setup: installing nvidia-cutlass==$cutlass_version into $deps"
-  rm -rf "$deps/cutlass" "$deps/pip-cutlass"
-  python3 -m pip install -q --disable-pip-version-check --no-deps --target "$deps/pip-cutlass" \
-      "nvidia-cutlass==$cutlass_version"
+if [ "$(cat "$deps/cutlass/.version" 2>/dev/null)" != "$cutlass_version" ]; then
+  rm -rf "$deps/cutlass"
+  pip_pinned pip-cutlass "$cutlass_version" --no-deps "nvidia-cutlass==$cutlass_version" || true
   mkdir -p "$deps/cutlass/tools/util"
   ln -sfn "$deps/pip-cutlass/cutlass_library/source/include" "$deps/cutlass/include"
   ln -sfn "$deps/pip-cutlass/cutlass_library/source/tools/util/include" "$deps/cutlass/tools/util/include"
-  echo "$cutlass_version" > "$stamp"
+  echo "$cutlass_version" > "$deps/cutlass/.version"
 fi
 
 # 3. cuobjdump and nvdisasm from pinned PyPI wheels (the Debian CUDA packages may lack them): the SASS check test.
-stamp=$deps/pip-cudatools/.version
-if [ "$(cat "$stamp" 2>/dev/null)" != "$cudatools_version" ]; then
-  echo "setup: installing nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm==$cudatools_version into $deps"
-  rm -rf "$deps/pip-cudatools"
-  python3 -m pip install -q --disable-pip-version-check --no-deps --target "$deps/pip-cudatools" \
-      "nvidia-cuda-cuobjdump==$cudatools_version" "nvidia-cuda-nvdisasm==$cudatools_version"
+if pip_pinned pip-cudatools "$cudatools_version" --no-deps "nvidia-cuda-cuobjdump==$cudatools_version" \
+    "nvidia-cuda-nvdisasm==$cudatools_version"; then
   chmod +x "$deps"/pip-cudatools/nvidia/cu13/bin/*
-  echo "$cudatools_version" > "$stamp"
 fi
 
 # 4. matplotlib from PyPI (pinned, with its dependencies) into .deps/python, where bench/plot.py looks first.
-stamp=$deps/python/.version
-if [ "$(cat "$stamp" 2>/dev/null)" != "$matplotlib_version" ]; then
-  echo "setup: installing matplotlib==$matplotlib_version into $deps/python"
-  rm -rf "$deps/python"
-  python3 -m pip install -q --disable-pip-version-check --target "$deps/python" "matplotlib==$matplotlib_version"
-  echo "$matplotlib_version" > "$stamp"
-fi
+pip_pinned python "$matplotlib_version" "matplotlib==$matplotlib_version" || true
 
 # 5. torch from PyPI (pinned, with its dependencies) into .deps/torch: the headers and libraries the extension
-# builds against, and the torch its Python tests import (PYTHONPATH=<build>/python:.deps/torch).
+# builds against, and the torch its Python tests import (PYTHONPATH=<build>/python:.deps/torch); scikit-build-core
+# into .deps/skbuild for the pip install test.
 torch_args=(-DFMHA_TORCH=OFF)
 if [ "${FMHA_TORCH:-}" != "OFF" ]; then
-  stamp=$deps/torch/.version
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$torch_version" ]; then
-    echo "setup: installing torch==$torch_version into $deps/torch"
-    rm -rf "$deps/torch"
-    python3 -m pip install -q --disable-pip-version-check --target "$deps/torch" "torch==$torch_version"
-    echo "$torch_version" > "$stamp"
-  fi
-  stamp=$deps/skbuild/.version
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$skbuild_version" ]; then
-    echo "setup: installing scikit-build-core==$skbuild_version into $deps/skbuild"
-    rm -rf "$deps/skbuild"
-    python3 -m pip install -q --disable-pip-version-check --target "$deps/skbuild" "scikit-build-core==$skbuild_version"
-    echo "$skbuild_version" > "$stamp"
-  fi
+  pip_pinned torch "$torch_version" "torch==$torch_version" || true
+  pip_pinned skbuild "$skbuild_version" "scikit-build-core==$skbuild_version" || true
   torch_args=(-DFMHA_TORCH=ON -DFMHA_TORCH_DIR="$deps/torch/torch")
 fi
 

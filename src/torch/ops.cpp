@@ -128,8 +128,20 @@ void fix_unit_strides(int64_t n_batch, int64_t n_rows, int64_t n_heads, int64_t&
   if (n_rows == 1) rs = (std::max<int64_t>(row_elems, 8) + 7) / 8 * 8;
 }
 
-/// Concrete int of a possibly symbolic size/stride, or nullopt (then the value is not validated at trace time).
-std::optional<int64_t> concrete(const c10::SymInt& x) { return x.maybe_as_int(); }
+/// Reads sizes and strides of possibly symbolic tensors into fmha::FwdParams. torch.compile with dynamic shapes:
+/// heads and head dim are specialised (spec: guarded, they pick the kernel); a symbolic length is checked through a
+/// stand-in of 2 (size); a symbolic stride sets `ok` to false (stride), and the caller then replaces the strides by
+/// contiguous ones for the check (everything else is still checked).
+struct SymReader {
+  bool& ok;
+  int64_t size(const c10::SymInt& x) const { return x.maybe_as_int().value_or(2); }
+  int64_t spec(const c10::SymInt& x) const { return x.guard_int(__FILE__, __LINE__); }
+  int64_t stride(const c10::SymInt& x) const {
+    auto c = x.maybe_as_int();
+    if (!c) ok = false;
+    return c.value_or(0);
+  }
+};
 
 // ------------------------------------------------------------------------------------------------------- dense
 
@@ -138,31 +150,22 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
                              double scale, bool causal, bool q_end, bool& ok) {
   fmha::FwdParams p;
   ok = true;
-  // torch.compile with dynamic shapes: heads and head dim are specialised (guarded: they pick the kernel); a
-  // symbolic length is checked through a stand-in of 2; a symbolic stride makes `ok` false, and the strides are
-  // then replaced by contiguous ones for the check (everything else is still checked).
-  auto size = [&](const c10::SymInt& x) -> int64_t { return concrete(x).value_or(2); };
-  auto spec = [&](const c10::SymInt& x) -> int64_t { return x.guard_int(__FILE__, __LINE__); };
-  auto get = [&](const c10::SymInt& x) -> int64_t {
-    auto c = concrete(x);
-    if (!c) ok = false;
-    return c.value_or(0);
-  };
+  const SymReader rd{ok};
   p.dtype = dtype_of(q);
-  p.batch = int(size(q.sym_size(0)));
-  p.seqlen_q = int(size(q.sym_size(1)));
-  p.heads_q = int(spec(q.sym_size(2)));
-  p.head_dim = int(spec(q.sym_size(3)));
-  p.seqlen_k = int(size(k.sym_size(1)));
-  p.heads_kv = int(spec(k.sym_size(2)));
+  p.batch = int(rd.size(q.sym_size(0)));
+  p.seqlen_q = int(rd.size(q.sym_size(1)));
+  p.heads_q = int(rd.spec(q.sym_size(2)));
+  p.head_dim = int(rd.spec(q.sym_size(3)));
+  p.seqlen_k = int(rd.size(k.sym_size(1)));
+  p.heads_kv = int(rd.spec(k.sym_size(2)));
   p.q = out ? q.data_ptr() : fake_data(q);
   p.k = out ? k.data_ptr() : fake_data(k);
   p.v = out ? v.data_ptr() : fake_data(v);
   p.o = out ? out->data_ptr() : const_cast<void*>(fake_ptr());
   p.lse = lse ? lse->data_ptr<float>() : nullptr;
-  p.q_batch_stride = get(q.sym_stride(0)), p.q_row_stride = get(q.sym_stride(1)), p.q_head_stride = get(q.sym_stride(2));
-  p.k_batch_stride = get(k.sym_stride(0)), p.k_row_stride = get(k.sym_stride(1)), p.k_head_stride = get(k.sym_stride(2));
-  p.v_batch_stride = get(v.sym_stride(0)), p.v_row_stride = get(v.sym_stride(1)), p.v_head_stride = get(v.sym_stride(2));
+  p.q_batch_stride = rd.stride(q.sym_stride(0)), p.q_row_stride = rd.stride(q.sym_stride(1)), p.q_head_stride = rd.stride(q.sym_stride(2));
+  p.k_batch_stride = rd.stride(k.sym_stride(0)), p.k_row_stride = rd.stride(k.sym_stride(1)), p.k_head_stride = rd.stride(k.sym_stride(2));
+  p.v_batch_stride = rd.stride(v.sym_stride(0)), p.v_row_stride = rd.stride(v.sym_stride(1)), p.v_head_stride = rd.stride(v.sym_stride(2));
   if (ok) {
     fix_unit_strides(p.batch, p.seqlen_q, p.heads_q, p.q_batch_stride, p.q_row_stride, p.q_head_stride,
                      int64_t(p.heads_q) * p.head_dim);
@@ -248,27 +251,18 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor* lse, double scale, bool causal, bool q_end, bool& ok) {
   fmha::FwdParams p;
   ok = true;
-  // torch.compile with dynamic shapes: heads and head dim are specialised (guarded: they pick the kernel); a
-  // symbolic length is checked through a stand-in of 2; a symbolic stride makes `ok` false, and the strides are
-  // then replaced by contiguous ones for the check (everything else is still checked).
-  auto size = [&](const c10::SymInt& x) -> int64_t { return concrete(x).value_or(2); };
-  auto spec = [&](const c10::SymInt& x) -> int64_t { return x.guard_int(__FILE__, __LINE__); };
-  auto get = [&](const c10::SymInt& x) -> int64_t {
-    auto c = concrete(x);
-    if (!c) ok = false;
-    return c.value_or(0);
-  };
+  const SymReader rd{ok};
   TORCH_CHECK_VALUE(max_q >= 0 && max_q <= INT32_MAX && max_k >= 0 && max_k <= INT32_MAX,
                     "fmha.attention_varlen: max_seqlen_q, max_seqlen_k: expected 0 ... 2^31 - 1, got ", max_q, ", ",
                     max_k);
   const bool real = out != nullptr;
   p.dtype = dtype_of(q);
-  p.batch = int(size(cu_q.sym_size(0))) - 1;
-  p.total_q = int(size(q.sym_size(0)));
-  p.heads_q = int(spec(q.sym_size(1)));
-  p.head_dim = int(spec(q.sym_size(2)));
-  p.total_k = int(size(k.sym_size(0)));
-  p.heads_kv = int(spec(k.sym_size(1)));
+  p.batch = int(rd.size(cu_q.sym_size(0))) - 1;
+  p.total_q = int(rd.size(q.sym_size(0)));
+  p.heads_q = int(rd.spec(q.sym_size(1)));
+  p.head_dim = int(rd.spec(q.sym_size(2)));
+  p.total_k = int(rd.size(k.sym_size(0)));
+  p.heads_kv = int(rd.spec(k.sym_size(1)));
   p.seqlen_q = int(max_q);
   p.seqlen_k = int(max_k);
   p.cu_seqlens_q = real ? cu_q.data_ptr<int>() : static_cast<const int*>(fake_ptr());
@@ -278,9 +272,9 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
   p.v = real ? v.data_ptr() : fake_data(v);
   p.o = real ? out->data_ptr() : const_cast<void*>(fake_ptr());
   p.lse = lse ? lse->data_ptr<float>() : nullptr;
-  p.q_row_stride = get(q.sym_stride(0)), p.q_head_stride = get(q.sym_stride(1));
-  p.k_row_stride = get(k.sym_stride(0)), p.k_head_stride = get(k.sym_stride(1));
-  p.v_row_stride = get(v.sym_stride(0)), p.v_head_stride = get(v.sym_stride(1));
+  p.q_row_stride = rd.stride(q.sym_stride(0)), p.q_head_stride = rd.stride(q.sym_stride(1));
+  p.k_row_stride = rd.stride(k.sym_stride(0)), p.k_head_stride = rd.stride(k.sym_stride(1));
+  p.v_row_stride = rd.stride(v.sym_stride(0)), p.v_head_stride = rd.stride(v.sym_stride(1));
   if (ok) {
     int64_t unused = 0;
     fix_unit_strides(0, p.total_q, p.heads_q, unused, p.q_row_stride, p.q_head_stride, int64_t(p.heads_q) * p.head_dim);
