@@ -47,7 +47,8 @@ pip_pinned() {
   [ "$(cat "$deps/$dir/.version" 2>/dev/null)" = "$version" ] && return 1
   echo "setup: installing $* into $deps/$dir"
   rm -rf "${deps:?}/$dir"
-  python3 -m pip install -q --disable-pip-version-check --target "$deps/$dir" "$@" ||
+  python3 -m pip install -q --disable-pip-version-check --no-warn-conflicts --root-user-action=ignore \
+      --target "$deps/$dir" "$@" ||
     { echo "setup: pip install $* failed" >&2; exit 1; }
   echo "$version" > "$deps/$dir/.version"
 }

@@ -23,6 +23,7 @@ query with the first key (PyTorch SDPA's ``is_causal=True``: ``j <= i``). Both a
 The library: the environment variable ``FMHA_TORCH_LIBRARY`` names another ``libfmha_torch.so`` to load instead of
 the one beside this file.
 """
+import operator
 import os
 
 import torch
@@ -51,6 +52,13 @@ def _scale(softmax_scale, head_dim):
         raise ValueError(f"fmha: softmax_scale: expected a normal fp32 value > 0 ({_FLT_MIN:.4g} … {_FLT_MAX:.4g}; "
                          f"None = 1/sqrt(head_dim)), got {softmax_scale!r}")
     return scale
+
+
+def _length(name, value):
+    try:
+        return operator.index(value)  # ints (and SymInts, integer tensors of one element), not floats
+    except TypeError:
+        raise TypeError(f"fmha: {name}: expected an int, got {type(value).__name__} {value!r}") from None
 
 
 def _align(causal_align):
@@ -97,6 +105,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     Returns:
       ``out`` ``[total_q, h, d]``, and with ``return_lse`` also ``lse`` ``[h, total_q]`` (float32).
     """
-    out, lse = torch.ops.fmha.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+    out, lse = torch.ops.fmha.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, _length("max_seqlen_q", max_seqlen_q),
+                                         _length("max_seqlen_k", max_seqlen_k),
                                          _scale(softmax_scale, q.shape[-1]), bool(causal), _align(causal_align))
     return (out, lse) if return_lse else out

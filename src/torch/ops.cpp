@@ -87,12 +87,9 @@ void check_tensors(const char* op, const Tensor& q, const Tensor& k, const Tenso
   TORCH_CHECK_VALUE(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(), "fmha.", o,
                     ": k.dtype, v.dtype: expected q's dtype ", torch_name(q.scalar_type()), ", got ",
                     torch_name(k.scalar_type()), ", ", torch_name(v.scalar_type()));
-  if (!meta) {
-    TORCH_CHECK_VALUE(q.is_cuda(), "fmha.", o, ": q.device: expected a CUDA device, got ", q.device());
-    TORCH_CHECK_VALUE(k.device() == q.device() && v.device() == q.device(), "fmha.", o,
-                      ": k.device, v.device: expected q's device ", q.device(), ", got ", k.device(), ", ",
-                      v.device());
-  }
+  if (!meta) TORCH_CHECK_VALUE(q.is_cuda(), "fmha.", o, ": q.device: expected a CUDA device, got ", q.device());
+  TORCH_CHECK_VALUE(k.device() == q.device() && v.device() == q.device(), "fmha.", o,
+                    ": k.device, v.device: expected q's device ", q.device(), ", got ", k.device(), ", ", v.device());
   const char* names[3] = {"q", "k", "v"};
   const Tensor* ts[3] = {&q, &k, &v};
   for (int i = 0; i < 3; ++i) {
@@ -241,9 +238,9 @@ void check_cu(const char* name, const Tensor& cu, const Tensor& q, bool meta) {
                     ".shape[0]: expected b + 1 >= 2, got ", cu.sym_size(0));
   TORCH_CHECK_VALUE(cu.is_contiguous(), "fmha.attention_varlen: ", name,
                     ": expected a contiguous tensor, got stride ", cu.sym_stride(0));
-  if (!meta)
-    TORCH_CHECK_VALUE(cu.device() == q.device(), "fmha.attention_varlen: ", name, ".device: expected q's device ",
-                      q.device(), ", got ", cu.device());
+  (void)meta;
+  TORCH_CHECK_VALUE(cu.device() == q.device(), "fmha.attention_varlen: ", name, ".device: expected q's device ",
+                    q.device(), ", got ", cu.device());
 }
 
 fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,

@@ -140,6 +140,17 @@ class Errors(unittest.TestCase):
         k = torch.empty_strided((1, 5, 1, 64), (1000, 64, 5, 1), device="meta", dtype=BF16)
         self.assertEqual(fmha.attention(q, k, k).shape, torch.Size([1, 1, 2, 64]))
 
+    def test_mixed_devices(self):
+        cpu = torch.zeros(1, 8, 2, 64, dtype=BF16)
+        self.check(ValueError, "k.device, v.device: expected q's device meta, got cpu", fmha.attention,
+                   meta(1, 8, 2, 64), cpu, cpu)
+        x = meta(16, 2, 64)
+        cu = torch.empty(3, dtype=torch.int32, device="meta")
+        self.check(ValueError, "cu_seqlens_k.device: expected q's device meta, got cpu", fmha.attention_varlen, x, x, x,
+                   cu, torch.zeros(3, dtype=torch.int32), 8, 8)
+        self.check(TypeError, "max_seqlen_q: expected an int, got float 200.7", fmha.attention_varlen, x, x, x, cu, cu,
+                   200.7, 8)
+
     def test_cu_seqlens(self):
         x = meta(16, 2, 64)
         cu = torch.empty(3, dtype=torch.int32, device="meta")
