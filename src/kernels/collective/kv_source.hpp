@@ -1,7 +1,8 @@
-// Where the producer's K and V blocks come from: a K/V source issues the load of key block n of the current tile
-// into a shared-memory pipeline stage, completing on that stage's mbarrier. The forward reads a dense K/V tensor
-// with TMA (DenseKVSource); decode will add a paged source (TMA where a page holds whole boxes, cp.async gathers
-// for smaller pages) with the same two calls, so the producer loop and the mainloop stay as they are.
+// Where the producer's operands come from. A K/V source issues the load of key block n of the current tile into a
+// shared-memory pipeline stage, completing on that stage's mbarrier; a Q source the load of the tile's query rows.
+// The forward reads dense tensors with TMA (DenseKVSource, DenseQSource); decode will add a paged K/V source (TMA
+// where a page holds whole boxes, cp.async gathers for smaller pages) and a Q source of packed GQA rows with the
+// same calls, so the producer loop and the mainloop stay as they are.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -43,6 +44,31 @@ CUTLASS_DEVICE auto make_dense_kv_source(TmaK const& tma_k, TmaV const& tma_v, G
   return DenseKVSource<TmaK, TmaV, decltype(get<0>(part_k)), decltype(get<1>(part_k)), decltype(get<0>(part_v)),
                        decltype(get<1>(part_v))>{tma_k, tma_v, get<0>(part_k), get<1>(part_k), get<0>(part_v),
                                                  get<1>(part_v)};
+}
+
+/// The query rows of one tile from a dense tensor through TMA: tQg is the TMA partition of the tile's global Q
+/// block, tQs that of the shared-memory stages, (TMA, stage).
+template <class TmaQ, class TQg, class TQs>
+struct DenseQSource {
+  TmaQ const& tma_q;
+  TQg tQg;
+  TQs tQs;
+
+  /// Issues the TMA load of the tile's Q into stage `stage`, completing on `barrier`.
+  template <class Barrier>
+  CUTLASS_DEVICE void load_q(int stage, Barrier& barrier) const {
+    cute::copy(tma_q.with(barrier), tQg, tQs(cute::_, stage));
+  }
+};
+
+/// The dense Q source of one tile: the TMA descriptor and the tile's global Q block gQ ((rows, head dim)),
+/// partitioned against the shared-memory stage tensor sQ ((rows, head dim, stage)).
+template <class TmaQ, class GQ, class SQ>
+CUTLASS_DEVICE auto make_dense_q_source(TmaQ const& tma_q, GQ const& gQ, SQ const& sQ) {
+  using namespace cute;
+  auto part_q = tma_partition(tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+  return DenseQSource<TmaQ, decltype(get<0>(part_q)), decltype(get<1>(part_q))>{tma_q, get<0>(part_q),
+                                                                                get<1>(part_q)};
 }
 
 }  // namespace fmha::kernel

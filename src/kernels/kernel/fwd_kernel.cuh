@@ -415,9 +415,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
       Tensor gV = local_tile(domain_offset(make_coord(w.k_off, _0{}), mV(_, _, hk, bq)),
                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
-      auto part_q = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-      Tensor tQg = get<0>(part_q);
-      Tensor tQs = get<1>(part_q);
+      const auto q_src = make_dense_q_source(p.tma_q, gQ, sQ);
       const auto kv = make_dense_kv_source(p.tma_k, p.tma_v, gK, gV, sK, sV);
 
       auto load_k = [&](int n) {
@@ -433,7 +431,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         ++v_state;
       };
       pipe_q.producer_acquire(q_state);
-      copy(p.tma_q.with(*pipe_q.producer_get_barrier(q_state)), tQg, tQs(_, q_state.index()));
+      q_src.load_q(q_state.index(), *pipe_q.producer_get_barrier(q_state));
       ++q_state;
       int n = n_blocks - 1;
       load_k(n);
