@@ -37,6 +37,7 @@ struct RefCase {
   MaskType mask;
   CausalAlign align;
   bool sum_rounded_p;
+  int last_rows = 0;  ///< > 0: only the last rows of each entry are computed (GpuRefProblem::last_rows)
 };
 
 uint16_t bits(DType t, float x) {
@@ -116,6 +117,7 @@ void run(const RefCase& c) {
   GpuRefProblem g;
   g.dtype = c.dtype, g.heads_q = c.hq, g.heads_kv = c.hk, g.head_dim_qk = c.dqk, g.head_dim_v = c.dv;
   g.seqlens_q = c.sq, g.seqlens_k = c.sk, g.mask = c.mask, g.align = c.align, g.row_sum_rounded_p = c.sum_rounded_p;
+  g.last_rows = c.last_rows;
   for (int b = 0; b < B; ++b) {
     g.row0_q.push_back(c.varlen ? cu_q[b] : int64_t(b) * sq_max);
     g.row0_k.push_back(c.varlen ? cu_k[b] : int64_t(b) * sk_max);
@@ -130,6 +132,14 @@ void run(const RefCase& c) {
   for (void* p : {dq, dk, dvv, static_cast<void*>(out)}) cudaFree(p);
   const std::vector<float> goe(all.begin(), all.begin() + n_o), gok(all.begin() + n_o, all.begin() + 2 * n_o),
       gle(all.begin() + 2 * n_o, all.begin() + 2 * n_o + n_l), glk(all.begin() + 2 * n_o + n_l, all.end());
+  if (c.last_rows > 0) {  // rows the GPU reference was told to skip keep the buffer's zeros: clear them on the CPU
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < c.sq[b] - c.last_rows; ++i) {
+        const size_t row = size_t(c.varlen ? cu_q[b] + i : b * sq_max + i);
+        for (auto* v : {&oe, &ok}) std::fill_n(v->begin() + row * c.hq * c.dv, size_t(c.hq) * c.dv, 0.f);
+        for (auto* v : {&le, &lk}) std::fill_n(v->begin() + row * c.hq, c.hq, 0.f);
+      }
+  }
   EXPECT_EQ(compare("O exact", goe, oe), "");
   EXPECT_EQ(compare("O kernel model", gok, ok), "");
   EXPECT_EQ(compare("LSE exact", gle, le), "");
@@ -163,6 +173,10 @@ std::vector<RefCase> cases() {
       {"varlen_mqa_d256", FP, 4, 1, 256, 256, {17, 90}, {300, 45}, true, N, QB, false},
       {"mla_shape_192_128", BF, 2, 2, 192, 128, {40}, {129}, false, C, QE, false},
       {"d8_many_heads", FP, 16, 4, 8, 8, {31}, {257}, false, N, QB, false},
+      // Only the last 16 rows of each entry (the harness's check_rows), causal q-end, an empty entry.
+      {"last_rows_varlen", BF, 4, 2, 64, 64, {0, 100, 7}, {50, 300, 7}, true, C, QE, false, 16},
+      // More entries than a grid's z extent (65535): the reference launches in chunks.
+      {"batch_66000", FP, 1, 1, 8, 8, std::vector<int>(66000, 1), std::vector<int>(66000, 3), false, N, QB, false},
   };
 }
 
