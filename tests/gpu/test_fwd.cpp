@@ -471,6 +471,20 @@ std::vector<Named> extreme_logits() {
     v.push_back(f);
   }
   {
+    // The exact path's own addressing (exact_rows reads Q, K and V from global memory): varlen entries (one
+    // without keys, one shorter than a tile), GQA 4/2, causal q-end, at 1e12 and 1e2 side by side (by warp); and
+    // d 128 with the persistent scheduler.
+    auto by_warp = [exp_for](int row) { return exp_for((row / 16) % 2 ? 12 : 2); };
+    Named n{"extreme_varlen_gqa_causal_qend", varlen(4, 2, 64, {100, 37, 300}, {500, 0, 900}, MaskType::kCausal,
+                                                        CausalAlign::kQEnd)};
+    n.c.fill = extreme_fill(by_warp, 10, 4, 2, 64);
+    v.push_back(n);
+    Named p{"extreme_varlen_gqa_d128_persistent", varlen(4, 1, 128, {130, 64}, {200, 1000}, MaskType::kNone)};
+    p.c.fill = extreme_fill([exp_for](int) { return exp_for(12); }, 10, 4, 1, 128);
+    p.c.scheduler = fmha::TileScheduler::kPersistent;
+    v.push_back(p);
+  }
+  {
     Named n{"extreme_one_key_1e12", dense(1, 2, 2, 64, 1, 64, MaskType::kNone)};
     n.c.fill = extreme_fill([exp_for](int) { return exp_for(12); }, 10, 2, 2, 64);
     v.push_back(n);
