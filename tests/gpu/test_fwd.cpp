@@ -443,6 +443,7 @@ std::vector<Named> extreme_logits() {
     v.push_back(n);
   }
   auto mixed = [exp_for](int row) { return exp_for(2 + 2 * (row % 6)); };  // 1e2, 1e4, … 1e12, row after row
+  auto by_warp = [exp_for](int row) { return exp_for((row / 16) % 2 ? 12 : 2); };  // 1e2 / 1e12, warp by warp
   {
     Named n{"extreme_mixed_rows_192", dense(1, 2, 2, 400, kNcLongKeys + 448, 64, MaskType::kNone)};
     n.c.fill = extreme_fill(mixed, 10, 2, 2, 64);
@@ -457,7 +458,6 @@ std::vector<Named> extreme_logits() {
     v.push_back(d);
     // Whole warps of ordinary rows (1e2, the FFMA form) beside warps of 1e12 rows (the exact form) in one tile: a
     // warp's choice must not reach the next warp (wgmma accumulators: warp w of a warpgroup holds rows 16w … 16w+15).
-    auto by_warp = [exp_for](int row) { return exp_for((row / 16) % 2 ? 12 : 2); };
     Named w{"extreme_mixed_warps_d64", dense(1, 2, 2, 256, 1000, 64, MaskType::kNone)};
     w.c.fill = extreme_fill(by_warp, 10, 2, 2, 64);
     v.push_back(w);
@@ -474,7 +474,6 @@ std::vector<Named> extreme_logits() {
     // The exact path's own addressing (exact_rows reads Q, K and V from global memory): varlen entries (one
     // without keys, one shorter than a tile), GQA 4/2, causal q-end, at 1e12 and 1e2 side by side (by warp); and
     // d 128 with the persistent scheduler.
-    auto by_warp = [exp_for](int row) { return exp_for((row / 16) % 2 ? 12 : 2); };
     Named n{"extreme_varlen_gqa_causal_qend", varlen(4, 2, 64, {100, 37, 300}, {500, 0, 900}, MaskType::kCausal,
                                                         CausalAlign::kQEnd)};
     n.c.fill = extreme_fill(by_warp, 10, 4, 2, 64);
