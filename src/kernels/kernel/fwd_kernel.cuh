@@ -24,6 +24,8 @@
 #include <cutlass/numeric_conversion.h>
 #include <cutlass/pipeline/pipeline.hpp>
 
+#include "kernels/collective/fragment.hpp"
+#include "kernels/collective/fwd_epilogue.hpp"
 #include "kernels/collective/kv_source.hpp"
 #include "kernels/collective/online_softmax.hpp"
 #include "kernels/fusion/mask.hpp"
@@ -243,13 +245,6 @@ CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
 //
 // Row maxima in the three-warpgroup kernels (OnlineSoftmax's kRowMaxFirst): kMaxChains = 8 independent partial
 // maxima per row (perf-log v11; 16 made ptxas spill in every kernel).
-
-/// View of a wgmma accumulator ((2, 2, V), M, N) as (rows, columns) = ((2, M), (2, V, N)) for row reductions.
-template <class Layout>
-CUTLASS_DEVICE constexpr auto acc_rowcol(Layout l) {
-  auto l0 = get<0>(l);
-  return make_layout(make_layout(get<1>(l0), get<1>(l)), make_layout(get<0>(l0), get<2>(l0), get<2>(l)));
-}
 
 #ifdef FMHA_TIMELINE
 // Diagnostic timeline (never in a release build): thread 0 of each warpgroup of the first kTimelineCtas CTAs writes
@@ -487,6 +482,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   constexpr int kMaxChains = 8;
   constexpr bool kRowMaxFirst = kWGs == 3;
   using Softmax = OnlineSoftmax<kRows, kCols, kRowMaxFirst, kMaxChains, kMmaRowSum>;
+  using Epilogue = FwdEpilogue<Config>;
   static_assert(!kEarlyQK || Config::kStages >= 2,
                 "forward kernel: the early second Q·Kᵀ holds two K stages at once (one stage would deadlock)");
   const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue (ids 1 .. kWGs)
@@ -755,81 +751,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       float lse;
       Softmax::finish_row(row_max[r], sum, scale_log2, inv[r], lse);
       if (exact) inv[r] = 1.f, lse = lse_exact[r];
-      const int row = get<0>(Sc(r, 0));
-      const int i = w.m_block * kBlockM + row;
-      if (p.lse != nullptr && (tid_wg % 4) == 0 && i < w.sq) {
-        const int64_t idx = p.cu_q ? int64_t(w.h) * p.total_q + w.q_off + i
-                                   : (int64_t(w.b) * p.order.heads_q + w.h) * p.order.seqlen_q + i;
-        p.lse[idx] = lse;
-      }
+      Epilogue::store_lse(p, w, (tid_wg % 4) == 0, w.m_block * kBlockM + get<0>(Sc(r, 0)), lse);
     }
-    if constexpr (Config::kTmaStoreO) {
-      // This warpgroup's staging slice may still be read by the TMA store of its previous tile.
-      if (tid_wg == 0) tma_store_wait<0>();
-      cutlass::arch::NamedBarrier::sync(128, wg_barrier);
-      Tensor sOt = make_tensor(make_smem_ptr(ss.o.data()), typename Config::SmemLayoutOTile{});  // (BlockM, HD)
-      Tensor sOw = sO(_, _, wg);  // (64, head dim)
-      {
-        // O / row_sum in the input type, in the accumulator's layout, then to shared memory with stmatrix.
-        Tensor tOrOut = make_tensor<Element>(tOrO.layout());
-        Tensor Out = make_tensor(tOrOut.data(), acc_rowcol(tOrO.layout()));
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r)
-          CUTLASS_PRAGMA_UNROLL
-          for (int c = 0; c < size<1>(O); ++c) Out(r, c) = static_cast<Element>(O(r, c) * inv[r]);
-        auto smem_copy_o = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
-        auto thr_copy_o = smem_copy_o.get_thread_slice(tid);
-        copy(smem_copy_o, thr_copy_o.retile_S(tOrOut), thr_copy_o.partition_D(sOt));
-      }
-      const int row0 = w.m_block * kBlockM + 64 * wg;  // first row of this warpgroup's slice
-      if (p.cu_q == nullptr) {
-        // Dense: one TMA store per warpgroup, issued by one thread; the warpgroup goes on to its next tile while the
-        // copy engine writes O (the store tensor's bounds clip rows past seqlen_q and columns past head_dim).
-        cutlass::arch::fence_view_async_shared();
-        cutlass::arch::NamedBarrier::sync(128, wg_barrier);
-        if (tid_wg == 0 && row0 < w.sq) {
-          Tensor mO = p.tma_o.get_tma_tensor(p.shape_o);
-          Tensor gO = local_tile(mO(_, _, w.h, w.b), Shape<_64, Int<kHeadDim>>{}, make_coord(row0 / 64, _0{}));
-          auto tma_slice = p.tma_o.get_slice(_0{});
-          copy(p.tma_o, tma_slice.partition_S(sOw), tma_slice.partition_D(gO));
-          tma_store_arrive();
-        }
-      } else {
-        // Varlen: 16-byte stores of the rows inside the entry.
-        cutlass::arch::NamedBarrier::sync(128, wg_barrier);
-        constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-        Element* o_base = p.o + int64_t(w.h) * p.o_head_stride;
-        for (int idx = tid_wg; idx < 64 * kChunks; idx += 128) {
-          const int row = idx / kChunks;
-          const int col = (idx % kChunks) * 8;
-          const int i = row0 + row;
-          if (i < w.sq && col < p.order.head_dim) {
-            const uint4 val = *reinterpret_cast<const uint4*>(&sOw(row, col));
-            *reinterpret_cast<uint4*>(o_base + int64_t(w.q_off + i) * p.o_row_stride + col) = val;
-          }
-        }
-      }
-    } else {
-      Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < kRows; ++r)
-        CUTLASS_PRAGMA_UNROLL
-        for (int c = 0; c < size<1>(O); ++c)
-          sO(get<0>(Oc(r, c)), get<1>(Oc(r, c))) = static_cast<Element>(O(r, c) * inv[r]);
-      cutlass::arch::NamedBarrier::sync(128, wg_barrier);
-      constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-      Element* o_base = p.o + (p.cu_q ? 0 : int64_t(w.b) * p.o_batch_stride) + int64_t(w.h) * p.o_head_stride;
-      for (int idx = tid_wg; idx < 64 * kChunks; idx += 128) {
-        const int row = wg * 64 + idx / kChunks;
-        const int col = (idx % kChunks) * 8;
-        const int i = w.m_block * kBlockM + row;
-        if (i < w.sq && col < p.order.head_dim) {
-          const uint4 val = *reinterpret_cast<const uint4*>(&sO(row, col));
-          *reinterpret_cast<uint4*>(o_base + int64_t(w.q_off + i) * p.o_row_stride + col) = val;
-        }
-      }
-      cutlass::arch::NamedBarrier::sync(128, wg_barrier);
-    }
+    Epilogue::store_o(p, w, O, tOrO, inv, tOcO, mma_pv, sO, ss.o.data(), tid, tid_wg, wg, wg_barrier);
     FMHA_TL(11);
   }
   FMHA_TL(12);
