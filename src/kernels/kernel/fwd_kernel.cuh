@@ -53,12 +53,15 @@ struct FwdConfig {
   // d 128 causal 8k–16k, one CTA per tile, lost ~2 %).
   // At head-dim tile 128 the shared storage is then exactly the 227 KB limit.
   static constexpr int kStagesQ = 2;
-  static_assert(kBlockM == 128 || kBlockM == 192, "forward kernel: 2 or 3 consumer warpgroups of 64 rows");
+  static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 192,
+                "attention kernel: 1, 2 or 3 consumer warpgroups of 64 rows");
   static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   // setmaxnreg budgets: 128 · (producer + consumers · kConsumerRegs) ≤ 64K registers per SM.
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
+  // One consumer warpgroup (decode) leaves registers to spare: the producer keeps 56, enough for the paged K/V
+  // source's page-table reads and box addresses without spilling (it spilled at 24).
+  static constexpr int kProducerRegs = kConsumerWGs == 1 ? 56 : 24;
+  static constexpr int kConsumerRegs = kConsumerWGs == 3 ? 160 : 240;
   static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
   // The launch gives every thread the same share (65536 / kThreads, rounded down to 8); setmaxnreg only moves
   // registers between warpgroups, so the sum may not exceed the launch-time pool.
@@ -261,36 +264,115 @@ constexpr int kTimelineCtas = 8, kTimelineSlots = 8192;
   } while (0)
 #endif
 
-/// Causal: causal mask (either alignment) instead of none/residual.
-/// PingPong: the consumer warpgroups take turns issuing their GEMMs (named barriers), so that one warpgroup's
-/// softmax runs while the others' GEMMs occupy the tensor cores (FlashAttention-3, section 3.1); without it the
-/// warpgroups issue independently.
+/// Operands of one query row for exact_rows: its Q row, and key j of its tile's key range in K and in V (k(j),
+/// v(j)); here for strided tensors from the range's first key (a family with another cache layout, e.g. decode's
+/// paged one, supplies its own type with the same members).
+template <class Element>
+struct ExactRow {
+  const Element* q;
+  const Element* k0;
+  const Element* v0;
+  int64_t k_row_stride, v_row_stride;
+  CUTLASS_DEVICE const Element* k(int j) const { return k0 + int64_t(j) * k_row_stride; }
+  CUTLASS_DEVICE const Element* v(int j) const { return v0 + int64_t(j) * v_row_stride; }
+};
+
+/// The forward family of the attention kernel (attention_body below): dense or varlen Q, K, V through TMA, the
+/// forward tile schedulers, the residual or causal mask, the forward epilogue. Another family (decode:
+/// decode_kernel.cuh) supplies the same members with its own parts, so that both run one mainloop:
+///   Params, Tile, Mask, Epilogue; kCausal (row sums, tile pairing); kQFromProducer (the producer loads Q by TMA;
+///   else the consumers load it with the family's load_q); first / next / num_tiles (the tile loop), tile(p, t),
+///   mask(p, w); prefetch(p) (TMA descriptors); q_source / kv_source (the producer's loads of tile w);
+///   kv_tail_dirty (keys past a tile's range may hold anything, so V's rows there are zeroed before P·V);
+///   head_dim / exact_row (exact_rows).
+template <class Config, bool Causal>
+struct FwdFamily {
+  using Params = FwdKernelParams<Config>;
+  using Tile = FwdTile;
+  using Mask = FwdMask<Config::kBlockM, Config::kBlockN, Causal>;
+  using Scheduler = FwdTileScheduler<Causal>;
+  using Epilogue = FwdEpilogue<Config>;
+  using Element = typename Config::Element;
+  static constexpr bool kCausal = Causal;
+  static constexpr bool kQFromProducer = true;
+
+  CUTLASS_DEVICE static int first(Params const& p) { return Scheduler::first(p.order, [] { return int(blockIdx.x); }); }
+  CUTLASS_DEVICE static int next(Params const& p, int t) {
+    return Scheduler::next(p.order, t, [] { return int(gridDim.x); });
+  }
+  CUTLASS_DEVICE static int num_tiles(Params const& p) { return p.order.num_tiles; }
+  CUTLASS_DEVICE static Tile tile(Params const& p, int t) { return decode_tile<Causal>(p, t); }
+  CUTLASS_DEVICE static Mask mask(Params const& p, Tile const& w) {
+    return Mask::make(w.sk, p.causal_qend, w.m_block * Config::kBlockM, w.sq);
+  }
+  CUTLASS_DEVICE static void prefetch(Params const& p) {
+    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    if constexpr (Config::kTmaStoreO) cute::prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
+  }
+  /// The producer's Q source of tile w (rows m_block · BlockM … of query head h of entry b).
+  template <class SQ>
+  CUTLASS_DEVICE static auto q_source(Params const& p, Tile const& w, SQ const& sQ) {
+    Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
+    const int bq = p.cu_q ? 0 : w.b;
+    Tensor gQ = local_tile(domain_offset(make_coord(w.q_off, _0{}), mQ(_, _, w.h, bq)),
+                           Shape<Int<Config::kBlockM>, Int<Config::kHeadDim>>{}, make_coord(w.m_block, _0{}));
+    return make_dense_q_source(p.tma_q, gQ, sQ);
+  }
+  /// The producer's K/V source of tile w (the entry's keys of K/V head h / group).
+  template <class SK, class SV>
+  CUTLASS_DEVICE static auto kv_source(Params const& p, Tile const& w, SK const& sK, SV const& sV) {
+    Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
+    Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
+    const int bq = p.cu_q ? 0 : w.b;
+    const int hk = w.h / p.order.group;
+    Tensor gK = local_tile(domain_offset(make_coord(w.k_off, _0{}), mK(_, _, hk, bq)),
+                           Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{}, make_coord(_, _0{}));
+    Tensor gV = local_tile(domain_offset(make_coord(w.k_off, _0{}), mV(_, _, hk, bq)),
+                           Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{}, make_coord(_, _0{}));
+    return make_dense_kv_source(p.tma_k, p.tma_v, gK, gV, sK, sV);
+  }
+  /// Dense tensors end at the entry's keys (TMA fills past them with zeros); varlen keys run into the next entry.
+  CUTLASS_DEVICE static bool kv_tail_dirty(Params const& p) { return p.cu_k != nullptr; }
+  CUTLASS_DEVICE static int head_dim(Params const& p) { return p.order.head_dim; }
+  CUTLASS_DEVICE static ExactRow<Element> exact_row(Params const& p, Tile const& w, int i) {
+    const int hk = w.h / p.order.group;
+    const bool varlen = p.cu_q != nullptr;
+    ExactRow<Element> r;
+    r.q = p.q + (varlen ? 0 : int64_t(w.b) * p.q_batch_stride) + int64_t(w.q_off + i) * p.q_row_stride +
+          int64_t(w.h) * p.q_head_stride;
+    r.k0 = p.k + (varlen ? 0 : int64_t(w.b) * p.k_batch_stride) + int64_t(w.k_off) * p.k_row_stride +
+           int64_t(hk) * p.k_head_stride;
+    r.v0 = p.v + (varlen ? 0 : int64_t(w.b) * p.v_batch_stride) + int64_t(w.k_off) * p.v_row_stride +
+           int64_t(hk) * p.v_head_stride;
+    r.k_row_stride = p.k_row_stride;
+    r.v_row_stride = p.v_row_stride;
+    return r;
+  }
+};
+
 /// The slow path for rows whose |max · scale_log2| reached OnlineSoftmax::kFastLimit (collective/online_softmax.hpp):
 /// this thread's kRows rows of tile `w` (tile rows get<0>(Oc(r, 0)), columns get<1>(Oc(r, c))) are recomputed
 /// from global memory in two passes over their visible keys, the max and then P = exp2((s − max) · scale_log2), exactly
 /// 1 at the max whatever its magnitude; O(r, c) receives the normalised result and lse[r] the row's LSE (−inf and
 /// O = 0 for a row that sees no key). Slow (each of the four threads of a row recomputes every score of it in fp32),
 /// and only reached when a warp holds such a row, which no input with |scale · q · k| below about 4.6e7 produces.
-template <class Config, class Mask, class TensorO, class TensorOc, int kRows>
-CUTLASS_DEVICE void exact_rows(FwdKernelParams<Config> const& p, FwdTile const& w, Mask const& mask, TensorO& O,
-                               TensorOc const& Oc, float (&lse)[kRows]) {
+/// The family (FwdFamily, DecodeFamily) supplies the operands of tile row i: Family::exact_row(p, w, i).
+template <class Config, class Family, class Mask, class TensorO, class TensorOc, int kRows>
+CUTLASS_DEVICE void exact_rows(typename Family::Params const& p, typename Family::Tile const& w, Mask const& mask,
+                               TensorO& O, TensorOc const& Oc, float (&lse)[kRows]) {
   using Element = typename Config::Element;
-  const int hk = w.h / p.order.group;
-  const int d = p.order.head_dim;
-  const bool varlen = p.cu_q != nullptr;
+  const int d = Family::head_dim(p);
   CUTLASS_PRAGMA_UNROLL  // O(r, c) are registers: indices must be compile-time constants
   for (int r = 0; r < kRows; ++r) {
     const int i = w.m_block * Config::kBlockM + get<0>(Oc(r, 0));
     lse[r] = -INFINITY;
     if (i >= w.sq) continue;  // padding rows are never stored
-    const Element* q = p.q + (varlen ? 0 : int64_t(w.b) * p.q_batch_stride) + int64_t(w.q_off + i) * p.q_row_stride +
-                       int64_t(w.h) * p.q_head_stride;
-    const Element* k0 = p.k + (varlen ? 0 : int64_t(w.b) * p.k_batch_stride) + int64_t(w.k_off) * p.k_row_stride +
-                        int64_t(hk) * p.k_head_stride;
-    const Element* v0 = p.v + (varlen ? 0 : int64_t(w.b) * p.v_batch_stride) + int64_t(w.k_off) * p.v_row_stride +
-                        int64_t(hk) * p.v_head_stride;
+    const auto row = Family::exact_row(p, w, i);
+    const Element* q = row.q;
     auto score = [&](int j) {
-      const Element* kj = k0 + int64_t(j) * p.k_row_stride;
+      const Element* kj = row.k(j);
       float acc = 0.f;
       for (int x = 0; x < d; ++x) acc = fmaf(float(q[x]), float(kj[x]), acc);
       return acc;
@@ -306,7 +388,7 @@ CUTLASS_DEVICE void exact_rows(FwdKernelParams<Config> const& p, FwdTile const& 
       if (!mask.visible(i, j)) continue;
       const float pj = exp2f((score(j) - m) * p.scale_log2);
       sum += pj;
-      const Element* vj = v0 + int64_t(j) * p.v_row_stride;
+      const Element* vj = row.v(j);
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < size<1>(O); ++c) {
         const int col = get<1>(Oc(r, c));
@@ -319,8 +401,13 @@ CUTLASS_DEVICE void exact_rows(FwdKernelParams<Config> const& p, FwdTile const& 
   }
 }
 
-template <class Config, bool Causal, bool PingPong>
-__global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONSTANT FwdKernelParams<Config> const p) {
+/// The attention kernel's body, shared by the families (FwdFamily here; DecodeFamily in decode_kernel.cuh): the
+/// producer warp's TMA loads, the consumers' mainloop with the online softmax, and the family's epilogue.
+/// PingPong: the consumer warpgroups take turns issuing their GEMMs (named barriers), so that one warpgroup's
+/// softmax runs while the others' GEMMs occupy the tensor cores (FlashAttention-3, section 3.1); without it the
+/// warpgroups issue independently (needs two or more consumer warpgroups).
+template <class Config, bool PingPong, class Family>
+CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
   using Element = typename Config::Element;
   using SharedStorage = typename Config::SharedStorage;
   using PipelineQ = typename Config::PipelineQ;
@@ -328,10 +415,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   constexpr int kBlockM = Config::kBlockM;
   constexpr int kBlockN = Config::kBlockN;
   constexpr int kHeadDim = Config::kHeadDim;
-  using Mask = FwdMask<kBlockM, kBlockN, Causal>;
-  using Scheduler = FwdTileScheduler<Causal>;
+  using Mask = typename Family::Mask;
+  static_assert(!PingPong || Config::kConsumerWGs >= 2, "attention kernel: ping-pong needs two consumer warpgroups");
   // Row sums on the tensor cores (FwdConfig, "Softmax row sums on the tensor cores").
-  constexpr bool kMmaRowSum = tiles::fwd_mma_row_sum(kBlockM, Causal);
+  constexpr bool kMmaRowSum = tiles::fwd_mma_row_sum(kBlockM, Family::kCausal);
   static_assert(!kMmaRowSum || Config::kOnesTile, "forward kernel: row sums on the tensor cores need the ones tile");
 
   extern __shared__ __align__(1024) char smem_raw[];
@@ -347,12 +434,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   int tl_n = 0;
 #endif
 
-  if (is_producer_thread) {
-    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
-    if constexpr (Config::kTmaStoreO) cute::prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
-  }
+  if (is_producer_thread) Family::prefetch(p);
 
   using Role = typename PipelineKV::ThreadCategory;
   typename PipelineQ::Params pq;
@@ -392,26 +474,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     auto q_state = cutlass::make_producer_start_state<PipelineQ>();
     auto k_state = cutlass::make_producer_start_state<PipelineKV>();
     auto v_state = cutlass::make_producer_start_state<PipelineKV>();
-    Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
-    Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
-    Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
-    for (int t = Scheduler::first(p.order, [] { return int(blockIdx.x); }); t < p.order.num_tiles;
-         t = Scheduler::next(p.order, t, [] { return int(gridDim.x); })) {
-      FwdTile w = decode_tile<Causal>(p, t);
+    for (int t = Family::first(p); t < Family::num_tiles(p); t = Family::next(p, t)) {
+      const typename Family::Tile w = Family::tile(p, t);
       if (w.m_block * kBlockM >= w.sq) continue;
-      const Mask mask = Mask::make(w.sk, p.causal_qend, w.m_block * kBlockM, w.sq);
+      const Mask mask = Family::mask(p, w);
       const int n_blocks = mask.n_blocks();
       if (n_blocks == 0) continue;
-      const int bq = p.cu_q ? 0 : w.b;
-      const int hk = w.h / p.order.group;
-      Tensor gQ = local_tile(domain_offset(make_coord(w.q_off, _0{}), mQ(_, _, w.h, bq)),
-                             Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(w.m_block, _0{}));
-      Tensor gK = local_tile(domain_offset(make_coord(w.k_off, _0{}), mK(_, _, hk, bq)),
-                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
-      Tensor gV = local_tile(domain_offset(make_coord(w.k_off, _0{}), mV(_, _, hk, bq)),
-                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
-      const auto q_src = make_dense_q_source(p.tma_q, gQ, sQ);
-      const auto kv = make_dense_kv_source(p.tma_k, p.tma_v, gK, gV, sK, sV);
+      const auto kv = Family::kv_source(p, w, sK, sV);
 
       auto load_k = [&](int n) {
         pipe_k.producer_acquire(k_state);
@@ -425,9 +494,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
         kv.load_v(n, v_state.index(), *pipe_v.producer_get_barrier(v_state));
         ++v_state;
       };
-      pipe_q.producer_acquire(q_state);
-      q_src.load_q(q_state.index(), *pipe_q.producer_get_barrier(q_state));
-      ++q_state;
+      if constexpr (Family::kQFromProducer) {
+        const auto q_src = Family::q_source(p, w, sQ);
+        pipe_q.producer_acquire(q_state);
+        q_src.load_q(q_state.index(), *pipe_q.producer_get_barrier(q_state));
+        ++q_state;
+      }
       int n = n_blocks - 1;
       load_k(n);
       for (; n > 0; --n) {
@@ -482,7 +554,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   constexpr int kMaxChains = 8;
   constexpr bool kRowMaxFirst = kWGs == 3;
   using Softmax = OnlineSoftmax<kRows, kCols, kRowMaxFirst, kMaxChains, kMmaRowSum>;
-  using Epilogue = FwdEpilogue<Config>;
+  using Epilogue = typename Family::Epilogue;
   static_assert(!kEarlyQK || Config::kStages >= 2,
                 "forward kernel: the early second Q·Kᵀ holds two K stages at once (one stage would deadlock)");
   const int wg_barrier = 1 + wg;  // named barrier of this warpgroup's epilogue (ids 1 .. kWGs)
@@ -497,11 +569,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   };
   if (wg == kWGs - 1) turn_pass();  // a no-op without PingPong
 
-  for (int t = Scheduler::first(p.order, [] { return int(blockIdx.x); }); t < p.order.num_tiles;
-       t = Scheduler::next(p.order, t, [] { return int(gridDim.x); })) {
-    FwdTile w = decode_tile<Causal>(p, t);
+  for (int t = Family::first(p); t < Family::num_tiles(p); t = Family::next(p, t)) {
+    const typename Family::Tile w = Family::tile(p, t);
     if (w.m_block * kBlockM >= w.sq) continue;
-    const Mask mask = Mask::make(w.sk, p.causal_qend, w.m_block * kBlockM, w.sq);
+    const Mask mask = Family::mask(p, w);
     const int n_blocks = mask.n_blocks();
     FMHA_TL(1);
 
@@ -540,7 +611,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     // so the rows of V past the end are zeroed before P·V. Dense tensors need nothing: TMA fills them with zeros.
     auto zero_v_tail = [&](int n, int stage) {
       const int valid = w.sk - n * kBlockN;
-      if (p.cu_k == nullptr || valid >= kBlockN) return;
+      if (!Family::kv_tail_dirty(p) || valid >= kBlockN) return;
       for (int idx = tid_wg; idx < (kBlockN - valid) * kHeadDim; idx += 128) {
         sV(valid + idx / kHeadDim, idx % kHeadDim, stage) = Element(0);
       }
@@ -597,7 +668,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     };
 
     if (n_blocks > 0) {
-      pipe_q.consumer_wait(q_state);
+      if constexpr (Family::kQFromProducer) {
+        pipe_q.consumer_wait(q_state);
+      } else {
+        // The consumers load the tile's query rows themselves (the family's layout of Q is not a TMA box). The
+        // stage was last read by the wgmmas of two tiles ago, which every warp has waited for.
+        Family::load_q(p, w, sQ(_, _, q_state.index()), tid);
+        cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read by wgmma (async proxy)
+        cutlass::arch::NamedBarrier::sync(128 * Config::kConsumerWGs, 1 + Config::kConsumerWGs);
+      }
       FMHA_TL(2);
       int n = n_blocks - 1;
       float corr[kRows];
@@ -724,7 +803,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
       }
       pipe_v.consumer_release(v_state);
       ++v_state;
-      pipe_q.consumer_release(q_state);
+      if constexpr (Family::kQFromProducer) pipe_q.consumer_release(q_state);
       ++q_state;
       FMHA_TL(10);
     }
@@ -740,7 +819,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
     const bool exact = __any_sync(0xffffffff, beyond != 0);
     if (exact) {
       Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
-      exact_rows(p, w, mask, O, Oc, lse_exact);
+      exact_rows<Config, Family>(p, w, mask, O, Oc, lse_exact);
     }
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -760,6 +839,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONS
   // The shared memory must outlive the last TMA store's reads.
   if constexpr (Config::kTmaStoreO)
     if (tid_wg == 0) tma_store_wait<0>();
+}
+
+/// The forward kernel: Causal picks the causal mask (either alignment) instead of none / residual; PingPong as in
+/// attention_body.
+template <class Config, bool Causal, bool PingPong>
+__global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(CUTE_GRID_CONSTANT FwdKernelParams<Config> const p) {
+  attention_body<Config, PingPong, FwdFamily<Config, Causal>>(p);
 }
 
 #undef FMHA_TL
