@@ -102,6 +102,10 @@ if [[ $steps == *,sanitizer,* ]]; then
   # Extreme logits (|scale·q·k| up to 1e12, rows of every magnitude in one tile) on the 192-row and d 128 kernels.
   filter+=':Extreme/FwdCaseTest.MatchesReference/extreme_mixed_rows_192'
   filter+=':Extreme/FwdCaseTest.MatchesReference/extreme_mixed_rows_causal_d128_pingpong'
+  # Decode: paged (16-key pages, 8 per block) with splits, a strided contiguous cache with remap, spare slots and
+  # splits, cache-only with an empty sequence, three CTAs walking many tiles, and the append in each.
+  filter+=':Decode/DecodeCaseTest.MatchesReference/paged16_bf16:Decode/DecodeCaseTest.MatchesReference/strided_extra_slots_fp16'
+  filter+=':Decode/DecodeCaseTest.MatchesReference/cache_only_empty_bf16:Decode/DecodeCaseTest.MatchesReference/few_sms_bf16'
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 99 "$build/tests/fmha_gpu_tests" --gtest_filter="$filter" \
       > "$out/sanitizer_$tool.log" 2>&1

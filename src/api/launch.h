@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "api/host.h"
+#include "fmha/decode.h"
 #include "fmha/fwd.h"
 #include "fmha/status.h"
 
@@ -15,5 +16,9 @@ namespace fmha::detail {
 
 /// Forward launch: `p` is validated, p.softmax_scale > 0 and p.sm_count > 0 are resolved.
 using fwd_launch_fn = Status(const FwdParams& p, cudaStream_t stream);
+
+/// Decode launch: `p` is validated against `plan` (decode_plan made it), p.softmax_scale > 0 is resolved, and
+/// `workspace` holds plan.workspace_bytes.
+using decode_launch_fn = Status(const DecodeParams& p, const DecodePlan& plan, void* workspace, cudaStream_t stream);
 
 }  // namespace fmha::detail

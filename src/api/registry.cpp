@@ -6,6 +6,7 @@ namespace fmha::detail {
 const char* to_string(Op op) {
   switch (op) {
     case Op::kFwd: return "fwd";
+    case Op::kDecode: return "decode";
   }
   return "unknown";
 }

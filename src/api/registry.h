@@ -11,7 +11,8 @@ namespace fmha::detail {
 
 /// Operation families. Each has its own launch-function type (api/launch.h).
 enum class Op {
-  kFwd,  ///< forward attention: fwd_launch_fn
+  kFwd,     ///< forward attention: fwd_launch_fn
+  kDecode,  ///< decode against a KV cache: decode_launch_fn
 };
 
 /// "fwd", ...

@@ -4,8 +4,9 @@
 // mainloop applies to its own accumulator fragment. (A shared apply loop over the fragment changed the forward
 // kernels' register allocation, so the loop stays in the mainloop.)
 //
-// The key range of a tile is [kKeyBegin, end) with kKeyBegin = 0 at compile time for the forward (every key of the
-// entry up to the mask's limit); split-KV and sliding windows will give it a run-time start. Blocks are walked from
+// The key range of a tile is [kKeyBegin, end) with kKeyBegin = 0 at compile time, in the coordinates of the tile's
+// key range: the forward's range is every key of the entry; a decode split's range starts at its first key (the
+// producer's K/V source is offset there, DecodeMask), and sliding windows will do the same. Blocks are walked from
 // the last to the first, so every block that needs masking (the causal diagonal, the partial tail past the entry's
 // length) comes first.
 //
@@ -70,6 +71,37 @@ struct CausalMask {
 
   /// Whether row i sees key j.
   CUTLASS_DEVICE bool visible(int i, int j) const { return j < sk && j <= i + offset; }
+};
+
+/// Decode's mask over one key split, in the split's coordinates (key j of the range is key k_begin + j of the
+/// sequence): packed row i holds query token i / group (a tile's rows are the group · n query rows of one K/V head,
+/// token-major: packed_row in kernel/decode_plan.hpp), and token t sees the range's keys j < sk with
+/// j ≤ t + offset, where offset = (L − n) − k_begin for a sequence of L keys whose last n are the new tokens (causal
+/// q-end per token). Rows past sq (= group · n) are padding.
+template <int BlockM, int BlockN>
+struct DecodeMask {
+  static constexpr int kKeyBegin = 0;
+  int sk;      ///< keys of the range
+  int offset;  ///< token 0 sees keys j ≤ offset
+  int m0;      ///< first packed row of the tile
+  int sq;      ///< packed rows (group · n)
+  int group;   ///< query heads per K/V head
+
+  /// Number of key blocks visited: up to the limit of the tile's last valid row (all of the range for the last
+  /// token).
+  CUTLASS_DEVICE int n_blocks() const {
+    const int last_token = (min(m0 + BlockM, sq) - 1) / group;
+    const int hi = min(sk, last_token + offset + 1) - kKeyBegin;
+    return hi <= 0 ? 0 : (hi + BlockN - 1) / BlockN;
+  }
+
+  /// Whether block n contains a key that some row of the tile must not see: past the limit of its first token.
+  CUTLASS_DEVICE bool needs_mask(int n) const {
+    return kKeyBegin + (n + 1) * BlockN > min(sk, m0 / group + offset + 1);
+  }
+
+  /// Whether packed row i sees key j.
+  CUTLASS_DEVICE bool visible(int i, int j) const { return j < sk && j <= i / group + offset; }
 };
 
 /// The forward kernel's mask type: CausalMask for causal kernels (either alignment), else ResidualMask.

@@ -1,4 +1,4 @@
-// The split-KV plan and tile order of the decode family (issue 22; the kernel is not there yet): which CTA attends
+// The split-KV plan and tile order of the decode family (kernel/decode_kernel.cuh): which CTA attends
 // which query rows against which key range, and how many key splits a problem gets. Like the forward's tile
 // scheduler (tile_scheduler.hpp) it compiles with g++ (no CuTe, no device intrinsics), so that
 // tests/cpu/test_decode_plan.cpp checks on the CPU that every (entry, query row, key) is attended exactly once.
@@ -20,7 +20,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cutlass/cutlass.h>
+// Host and device (no CUTLASS here: the API layer compiles this with g++, also in builds without kernels).
+#if defined(__CUDACC__)
+#define FMHA_DECODE_HD __host__ __device__ __forceinline__
+#else
+#define FMHA_DECODE_HD inline
+#endif
 
 namespace fmha::kernel {
 
@@ -106,7 +111,7 @@ struct DecodeTile {
 
 /// The tile of index t ∈ [0, num_tiles): splits fastest (the CTAs of one (entry, K/V head) run side by side and
 /// share its cache lines in L2), then row blocks, K/V heads, entries.
-CUTLASS_HOST_DEVICE DecodeTile decode_tile_of(DecodePlanInfo const& p, int heads_kv, int t) {
+FMHA_DECODE_HD DecodeTile decode_tile_of(DecodePlanInfo const& p, int heads_kv, int t) {
   DecodeTile w;
   w.split = t % p.splits;
   t /= p.splits;
@@ -122,7 +127,7 @@ CUTLASS_HOST_DEVICE DecodeTile decode_tile_of(DecodePlanInfo const& p, int heads
 struct KeyRangeOfSplit {
   int begin, end;
 };
-CUTLASS_HOST_DEVICE KeyRangeOfSplit split_key_range(DecodePlanInfo const& p, int split, int seqlen_k) {
+FMHA_DECODE_HD KeyRangeOfSplit split_key_range(DecodePlanInfo const& p, int split, int seqlen_k) {
   const long long b = 1LL * split * p.keys_per_split, e = b + p.keys_per_split;
   return {int(b < seqlen_k ? b : seqlen_k), int(e < seqlen_k ? e : seqlen_k)};
 }
@@ -131,6 +136,6 @@ CUTLASS_HOST_DEVICE KeyRangeOfSplit split_key_range(DecodePlanInfo const& p, int
 struct PackedRow {
   int token, head;
 };
-CUTLASS_HOST_DEVICE PackedRow packed_row(int r, int hk, int group) { return {r / group, hk * group + r % group}; }
+FMHA_DECODE_HD PackedRow packed_row(int r, int hk, int group) { return {r / group, hk * group + r % group}; }
 
 }  // namespace fmha::kernel
