@@ -1,11 +1,12 @@
 """fmha from PyTorch: fused multi-head attention for NVIDIA Hopper GPUs (sm_90).
 
-Two functions over the operators ``torch.ops.fmha.fwd`` and ``torch.ops.fmha.fwd_varlen`` (C++ ``TORCH_LIBRARY``
+Functions over the operators ``torch.ops.fmha.fwd``, ``torch.ops.fmha.fwd_varlen`` and ``torch.ops.fmha.decode`` (C++ ``TORCH_LIBRARY``
 ops in ``libfmha_torch.so``, loaded on import; Meta kernels for ``torch.compile`` that apply fmha's own argument
 checks; the current CUDA stream; a device guard for the inputs' GPU):
 
 * :func:`attention` for ``[batch, seqlen, heads, head_dim]`` (BSHD) tensors,
-* :func:`attention_varlen` for packed ``[total_tokens, heads, head_dim]`` tensors with cumulative lengths.
+* :func:`attention_varlen` for packed ``[total_tokens, heads, head_dim]`` tensors with cumulative lengths,
+* :func:`decode` for a few new tokens per sequence against a KV cache (contiguous or paged, split-KV).
 
 Semantics: ``O = softmax(scale · Q·Kᵀ (masked)) · V`` per query head, fp32 accumulation; query head ``h`` uses K/V
 head ``h // (heads_q // heads_kv)`` (GQA / MQA); ``LSE = ln Σ exp(scale · s)`` over the keys a row sees; a row that
@@ -28,7 +29,7 @@ import os
 
 import torch
 
-__all__ = ["attention", "attention_varlen"]
+__all__ = ["attention", "attention_varlen", "decode", "DecodePlan"]
 
 from ._build import TORCH_VERSION as _BUILT_FOR
 
@@ -108,4 +109,57 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     out, lse = torch.ops.fmha.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, _length("max_seqlen_q", max_seqlen_q),
                                          _length("max_seqlen_k", max_seqlen_k),
                                          _scale(softmax_scale, q.shape[-1]), bool(causal), _align(causal_align))
+    return (out, lse) if return_lse else out
+
+
+class DecodePlan:
+    """What a :func:`decode` call launches, fixed by the shapes and two integers (no device values), so that a CUDA
+    graph captured with one plan replays with any cache lengths up to ``max_seqlen_k``.
+
+    Args:
+      max_seqlen_k: bound on every sequence's keys after the append; 0 = the cache's capacity.
+      num_splits: key splits per (sequence, K/V head); 0 = the library's heuristic (batch × K/V heads × length
+        against the SM count).
+    """
+
+    __slots__ = ("max_seqlen_k", "num_splits")
+
+    def __init__(self, max_seqlen_k=0, num_splits=0):
+        self.max_seqlen_k = _length("max_seqlen_k", max_seqlen_k)
+        self.num_splits = _length("num_splits", num_splits)
+
+    def __repr__(self):
+        return f"DecodePlan(max_seqlen_k={self.max_seqlen_k}, num_splits={self.num_splits})"
+
+
+def decode(q, k_cache, v_cache, seqlens_k, *, page_table=None, cache_batch_idx=None, k_new=None, v_new=None,
+           plan=None, softmax_scale=None, return_lse=False):
+    """Decode: ``n`` new query tokens per sequence against a KV cache (FlashAttention's ``flash_attn_with_kvcache``
+    semantics).
+
+    Args:
+      q: ``[b, n, h, d]`` float16 or bfloat16 on a CUDA device (sm_90), ``1 <= n <= 16``.
+      k_cache, v_cache: contiguous ``[slots, capacity, h_k, d]``, or with ``page_table`` paged
+        ``[num_pages, page_size, h_k, d]`` (``page_size`` a multiple of 16); q's dtype; modified in place when
+        ``k_new`` is given.
+      seqlens_k: int32 ``[b]`` on q's device: tokens already in each sequence's cache before this call.
+      page_table: int32 ``[rows, pages_per_seq]``: row ``c`` lists the pages of slot ``c``.
+      cache_batch_idx: int32 ``[b]``: the slot (or page-table row) of sequence ``i`` (default ``i``).
+      k_new, v_new: ``[b, n, h_k, d]``: appended at positions ``seqlens_k[i] …`` and attended (without them the
+        ``n`` tokens' keys must already be the cache's last ``n``: cache-only).
+      plan: a :class:`DecodePlan` (default ``DecodePlan()``).
+      softmax_scale: ``None`` = ``1 / sqrt(d)``.
+      return_lse: also return the LSE.
+
+    Token ``t`` of sequence ``i`` sees keys ``0 … L_i - n + t`` with ``L_i = seqlens_k[i] (+ n with an append)``
+    (causal q-end); a token that sees no key gets ``O = 0`` and ``LSE = -inf``. Device values are clamped to the
+    plan's and the cache's bounds, never trusted (never a read or write outside the tensors). Rotary embedding is not
+    applied: rotate ``k_new`` first.
+
+    Returns:
+      ``out`` ``[b, n, h, d]`` (contiguous, q's dtype), and with ``return_lse`` also ``lse`` ``[b, n, h]`` (float32).
+    """
+    plan = DecodePlan() if plan is None else plan
+    out, lse = torch.ops.fmha.decode(q, k_cache, v_cache, seqlens_k, page_table, cache_batch_idx, k_new, v_new,
+                                     plan.max_seqlen_k, plan.num_splits, _scale(softmax_scale, q.shape[-1]))
     return (out, lse) if return_lse else out

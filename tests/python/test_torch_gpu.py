@@ -203,5 +203,115 @@ class Integration(unittest.TestCase):
         self.assertIn("k.device, v.device: expected q's device", str(cm.exception))
 
 
+class Decode(unittest.TestCase):
+    """fmha.decode against the forward reference on the gathered keys (contiguous and paged caches, the append,
+    remap, GQA, several tokens, splits), and a CUDA graph replayed with new lengths."""
+
+    def setUp(self):
+        torch.manual_seed(0)
+
+    def gathered(self, q, kc, vc, lens_after, slot_of, page_table=None):
+        """Per sequence: the keys 0 … L-1 of its slot (or pages), as [1, L, h_k, d]."""
+        outs, lses = [], []
+        for i in range(q.shape[0]):
+            L = int(lens_after[i])
+            c = int(slot_of[i])
+            if page_table is None:
+                k, v = kc[c, :L], vc[c, :L]
+            else:
+                ps = kc.shape[1]
+                rows = [page_table[c, j // ps].item() * ps + j % ps for j in range(L)]
+                idx = torch.tensor(rows, device=q.device, dtype=torch.long)
+                k = kc.reshape(-1, *kc.shape[2:])[idx]
+                v = vc.reshape(-1, *vc.shape[2:])[idx]
+            o, l = reference(q[i:i + 1], k[None], v[None], True, True)
+            outs.append(o)
+            lses.append(l)
+        return torch.cat(outs), torch.cat(lses).transpose(1, 2)  # lse as [b, n, h]
+
+    def run_case(self, dt, b, h, hk, d, n, cap, lens, paged=0, remap=False, splits=0, append=True):
+        q = rand(b, n, h, d, dtype=dt)
+        slots = b + 2
+        lens_t = torch.tensor(lens, device="cuda", dtype=torch.int32)
+        slot_of = torch.arange(b, device="cuda", dtype=torch.int32)
+        if remap:
+            slot_of = (slots - 1 - torch.arange(b, device="cuda")).to(torch.int32)
+        table = None
+        if paged:
+            pps = (cap + paged - 1) // paged
+            pages = slots * pps + 3
+            kc = rand(pages, paged, hk, d, dtype=dt)
+            vc = rand(pages, paged, hk, d, dtype=dt)
+            table = torch.randperm(pages, device="cuda")[: slots * pps].reshape(slots, pps).to(torch.int32)
+        else:
+            kc = rand(slots, cap, hk, d, dtype=dt)
+            vc = rand(slots, cap, hk, d, dtype=dt)
+        kn = rand(b, n, hk, d, dtype=dt) if append else None
+        vn = rand(b, n, hk, d, dtype=dt) if append else None
+        kc0, vc0 = kc.clone(), vc.clone()
+        out, lse = fmha.decode(q, kc, vc, lens_t, page_table=table, cache_batch_idx=slot_of if remap else None,
+                               k_new=kn, v_new=vn, plan=fmha.DecodePlan(num_splits=splits), return_lse=True)
+        after = [x + (n if append else 0) for x in lens]
+        if append:  # the caches hold the new rows now; build the expected caches the same way
+            for i in range(b):
+                for t in range(n):
+                    pos = lens[i] + t
+                    c = int(slot_of[i])
+                    if paged:
+                        pg, r = int(table[c, pos // paged]), pos % paged
+                        kc0[pg, r], vc0[pg, r] = kn[i, t], vn[i, t]
+                    else:
+                        kc0[c, pos], vc0[c, pos] = kn[i, t], vn[i, t]
+            self.assertTrue(torch.equal(kc, kc0) and torch.equal(vc, vc0), "caches after the append")
+        ref, ref_lse = self.gathered(q, kc0, vc0, after, slot_of, table)
+        eps = 2.0 ** -8 if dt == BF16 else 2.0 ** -11
+        err = (out.double() - ref).abs().max().item()
+        self.assertLessEqual(err, 8 * eps * max(1.0, ref.abs().max().item()), f"O error {err:.3g}")
+        finite = torch.isfinite(ref_lse)
+        self.assertTrue(torch.equal(torch.isfinite(lse), finite))
+        if finite.any():
+            self.assertLessEqual((lse.double() - ref_lse)[finite].abs().max().item(), 1e-3)
+
+    def test_contiguous(self):
+        self.run_case(BF16, 3, 32, 8, 128, 1, 1024, [1000, 0, 300])
+        self.run_case(FP16, 2, 16, 2, 64, 4, 512, [17, 400], remap=True, splits=3)
+
+    def test_paged(self):
+        self.run_case(BF16, 2, 8, 2, 128, 2, 512, [300, 77], paged=16, remap=True)
+        self.run_case(FP16, 2, 8, 8, 128, 1, 1024, [900, 128], paged=256, splits=4)
+
+    def test_cache_only(self):
+        self.run_case(BF16, 2, 8, 2, 128, 3, 256, [100, 2], append=False)
+
+    def test_cuda_graph_replay_new_lengths(self):
+        b, h, hk, d, cap = 4, 16, 4, 128, 2048
+        q = rand(b, 1, h, d)
+        kc, vc = rand(b, cap, hk, d), rand(b, cap, hk, d)
+        lens = torch.tensor([100, 1500, 7, 2000], device="cuda", dtype=torch.int32)
+        plan = fmha.DecodePlan(max_seqlen_k=cap)
+        fmha.decode(q, kc, vc, lens, plan=plan)  # warm-up (loads, allocator)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = fmha.decode(q, kc, vc, lens, plan=plan)
+        for new in ([5, 6, 7, 8], [2047, 1, 1024, 0]):
+            lens.copy_(torch.tensor(new, device="cuda", dtype=torch.int32))
+            g.replay()
+            torch.cuda.synchronize()
+            eager = fmha.decode(q, kc, vc, lens, plan=plan)
+            self.assertTrue(torch.equal(out, eager), f"graph replay with lengths {new} differs from eager")
+
+    def test_errors(self):
+        q = rand(2, 1, 8, 128)
+        kc = rand(2, 64, 2, 128)
+        with self.assertRaises(ValueError) as cm:
+            fmha.decode(q, kc, kc.clone(), torch.zeros(2, device="cuda", dtype=torch.int64))
+        self.assertIn("seqlens_k.dtype: expected torch.int32", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            fmha.decode(q, kc, kc.clone(), torch.zeros(2, device="cuda", dtype=torch.int32),
+                        plan=fmha.DecodePlan(max_seqlen_k=65))
+        self.assertIn("max_seqlen_k", str(cm.exception))
+
+
 if __name__ == "__main__":
     unittest.main()
