@@ -64,16 +64,8 @@ detail::KernelKey decode_key(const DecodeParams& p) {
 }
 
 Status validate(const DecodeParams& p) {
-  if (p.dtype != DType::kFP16 && p.dtype != DType::kBF16)
-    return detail::unsupported_arg("dtype", "fp16 or bf16", to_string(p.dtype));
-  if (p.batch < 1) return bad("batch", "≥ 1", str(p.batch));
-  if (p.heads_q < 1) return bad("heads_q", "≥ 1", str(p.heads_q));
-  if (p.heads_kv < 1) return bad("heads_kv", "≥ 1", str(p.heads_kv));
-  if (p.heads_q % p.heads_kv != 0)
-    return bad("heads_q % heads_kv", "0", str(p.heads_q % p.heads_kv) + " (heads_q=" + str(p.heads_q) +
-                                              ", heads_kv=" + str(p.heads_kv) + ")");
-  if (p.head_dim < 8 || p.head_dim % 8 != 0) return bad("head_dim", "a positive multiple of 8", str(p.head_dim));
-  if (p.head_dim > kMaxHeadDim) return detail::unsupported_arg("head_dim", "≤ " + str(kMaxHeadDim), str(p.head_dim));
+  if (Status s = detail::check_attention_shape(p.dtype, p.batch, p.heads_q, p.heads_kv, p.head_dim, kMaxHeadDim); !s)
+    return s;
   if (p.new_tokens < 1 || p.new_tokens > kMaxNewTokens)
     return bad("new_tokens", "in [1, " + str(kMaxNewTokens) + "]", str(p.new_tokens));
   const int64_t rows_total = int64_t(p.batch) * p.new_tokens * p.heads_q;
@@ -247,14 +239,8 @@ Status decode(const DecodeParams& params, const DecodePlan& plan, Workspace work
   if (Status s = validate(params); !s) return s;
   if (Status s = check_plan(params, plan); !s) return s;
   if (Status s = detail::check_workspace(workspace, plan.workspace_bytes); !s) return s;
-  const detail::KernelKey key = decode_key(params);
-  const detail::KernelEntry* e = detail::find_kernel(key);
-  if (e == nullptr || e->launch == nullptr) {
-    const std::string name = std::string("kernel decode ") + to_string(key.in) + " d" + str(key.head_dim_qk);
-    return Status(StatusCode::kNotBuilt, e == nullptr ? name + " is not in the manifest"
-                                                      : name + " is not in this build's kernel set '" +
-                                                            detail::kernel_set() + "'");
-  }
+  const detail::KernelEntry* e = nullptr;
+  if (Status s = detail::find_built_kernel(decode_key(params), &e); !s) return s;
   detail::DeviceInfo dev;
   if (Status s = detail::current_sm90_device(&dev); !s) return s;
   if (Status s = detail::check_device_pointers({{"q", params.q}, {"o", params.o}, {"lse", params.lse},

@@ -105,18 +105,10 @@ void set_contiguous_strides(FwdParams& p) {
 }
 
 Status fwd_validate(const FwdParams& p) {
-  if (p.dtype != DType::kFP16 && p.dtype != DType::kBF16)
-    return detail::unsupported_arg("dtype", "fp16 or bf16", to_string(p.dtype));
-  if (p.batch < 1) return bad("batch", "≥ 1", str(p.batch));
-  if (p.heads_q < 1) return bad("heads_q", "≥ 1", str(p.heads_q));
-  if (p.heads_kv < 1) return bad("heads_kv", "≥ 1", str(p.heads_kv));
-  if (p.heads_q % p.heads_kv != 0)
-    return bad("heads_q % heads_kv", "0", str(p.heads_q % p.heads_kv) + " (heads_q=" + str(p.heads_q) +
-                                              ", heads_kv=" + str(p.heads_kv) + ")");
-  if (p.head_dim < 8 || p.head_dim % 8 != 0)
-    return bad("head_dim", "a positive multiple of 8", str(p.head_dim));
-  if (p.head_dim > tiles::kFwdMaxHeadDim)
-    return detail::unsupported_arg("head_dim", "≤ " + str(tiles::kFwdMaxHeadDim), str(p.head_dim));
+  if (Status s = detail::check_attention_shape(p.dtype, p.batch, p.heads_q, p.heads_kv, p.head_dim,
+                                               tiles::kFwdMaxHeadDim);
+      !s)
+    return s;
   if (p.head_dim_v != 0 && p.head_dim_v != p.head_dim)
     return detail::unsupported_arg("head_dim_v",
                                    "0 or head_dim (" + str(p.head_dim) +
@@ -236,14 +228,8 @@ Status fwd(const FwdParams& params, Workspace workspace, cudaStream_t stream) {
   // Checks that need no GPU first (arguments, workspace, the kernel in this build), then the device and pointers.
   if (Status s = fwd_validate(params); !s) return s;
   if (Status s = detail::check_workspace(workspace, fwd_workspace_size(params)); !s) return s;
-  const detail::KernelKey key = fwd_key(params);
-  const detail::KernelEntry* e = detail::find_kernel(key);
-  if (e == nullptr || e->launch == nullptr) {
-    const std::string name = std::string("kernel fwd ") + to_string(key.in) + " d" + str(key.head_dim_qk);
-    return Status(StatusCode::kNotBuilt, e == nullptr ? name + " is not in the manifest"
-                                                      : name + " is not in this build's kernel set '" +
-                                                            detail::kernel_set() + "'");
-  }
+  const detail::KernelEntry* e = nullptr;
+  if (Status s = detail::find_built_kernel(fwd_key(params), &e); !s) return s;
   detail::DeviceInfo dev;
   if (Status s = detail::current_sm90_device(&dev); !s) return s;
   if (Status s = detail::check_device_pointers({{"q", params.q}, {"k", params.k}, {"v", params.v}, {"o", params.o},

@@ -15,6 +15,20 @@ Status unsupported_arg(const std::string& arg, const std::string& expected, cons
   return Status::unsupported(arg + ": expected " + expected + ", got " + actual);
 }
 
+Status check_attention_shape(DType dtype, int batch, int heads_q, int heads_kv, int head_dim, int max_head_dim) {
+  auto str = [](int v) { return std::to_string(v); };
+  if (dtype != DType::kFP16 && dtype != DType::kBF16) return unsupported_arg("dtype", "fp16 or bf16", to_string(dtype));
+  if (batch < 1) return invalid_arg("batch", "≥ 1", str(batch));
+  if (heads_q < 1) return invalid_arg("heads_q", "≥ 1", str(heads_q));
+  if (heads_kv < 1) return invalid_arg("heads_kv", "≥ 1", str(heads_kv));
+  if (heads_q % heads_kv != 0)
+    return invalid_arg("heads_q % heads_kv", "0",
+                       str(heads_q % heads_kv) + " (heads_q=" + str(heads_q) + ", heads_kv=" + str(heads_kv) + ")");
+  if (head_dim < 8 || head_dim % 8 != 0) return invalid_arg("head_dim", "a positive multiple of 8", str(head_dim));
+  if (head_dim > max_head_dim) return unsupported_arg("head_dim", "≤ " + str(max_head_dim), str(head_dim));
+  return Status::ok();
+}
+
 Status cuda_status(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return Status::ok();
   cudaGetLastError();

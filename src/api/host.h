@@ -23,6 +23,11 @@ Status invalid_arg(const std::string& arg, const std::string& expected, const st
 /// device) can run, in the same format.
 Status unsupported_arg(const std::string& arg, const std::string& expected, const std::string& actual);
 
+/// The shape checks every attention operation starts with, in this order: dtype fp16 or bf16 (else kNotSupported),
+/// batch, heads_q, heads_kv ≥ 1, heads_kv divides heads_q, head_dim a positive multiple of 8 (kInvalidArgument), and
+/// head_dim ≤ max_head_dim (kNotSupported: no kernel takes it).
+Status check_attention_shape(DType dtype, int batch, int heads_q, int heads_kv, int head_dim, int max_head_dim);
+
 /// ok when `err` is cudaSuccess, else kCudaError "<what>: <CUDA message>"; an error also clears the runtime's
 /// last-error slot, so that none is left behind for the caller's next CUDA call.
 Status cuda_status(cudaError_t err, const char* what);

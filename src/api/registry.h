@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "api/launch.h"
+#include "fmha/status.h"
 #include "fmha/types.h"
 
 namespace fmha::detail {
@@ -43,6 +44,10 @@ const std::vector<KernelEntry>& kernel_registry();
 
 /// The entry for `key`, or null when the manifest has none.
 const KernelEntry* find_kernel(const KernelKey& key);
+
+/// The built entry for `key` in *out; kNotBuilt "kernel <op> <dtype> d<head dim> is not in the manifest" or "… is
+/// not in this build's kernel set '<set>'" otherwise (*out untouched).
+Status find_built_kernel(const KernelKey& key, const KernelEntry** out);
 
 /// Name of the kernel set this build compiled ("none", "ci" or "full").
 const char* kernel_set();
