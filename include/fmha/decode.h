@@ -41,7 +41,9 @@ namespace fmha {
 /// Alignment: every pointer 16-byte aligned (lse, seqlens_k, cache_batch_idx, page_table 4-byte); strides positive
 /// multiples of 8 elements below 2^39 (a mode of extent 1 may have stride 0).
 /// Dtypes: fp16 or bf16 for q, caches, k_new, v_new and o; fp32 accumulation. Head dims: multiples of 8 up to 128
-/// (tiles 64 and 128). new_tokens 1 … 16; heads_kv divides heads_q.
+/// (tiles 64 and 128). new_tokens 1 … 16 (with an append at most the keys a sequence's cache holds); heads_kv
+/// divides heads_q. The device values must not change while a decode that reads them runs (like any input): the
+/// producer warp and the consumers of a CTA read them separately.
 struct DecodeParams {
   DType dtype = DType::kBF16;
   int batch = 1;
@@ -63,7 +65,7 @@ struct DecodeParams {
   void* v_cache = nullptr;
   int64_t k_slot_stride = 0, k_row_stride = 0, k_head_stride = 0;  ///< paged: slot = page
   int64_t v_slot_stride = 0, v_row_stride = 0, v_head_stride = 0;
-  int slots = 0;     ///< contiguous: slots of the cache (≥ 1); paged: pages (num_pages ≥ 1)
+  int slots = 0;     ///< contiguous: slots of the cache (≥ batch without cache_batch_idx); paged: pages (≥ 1)
   int capacity = 0;  ///< contiguous: rows per slot; paged: ignored (page_size rows per page)
 
   const int* seqlens_k = nullptr;        ///< device int[batch]: cached tokens before this call (required)
@@ -73,6 +75,7 @@ struct DecodeParams {
   int pages_per_seq = 0;                 ///< paged: entries per page-table row
   int64_t page_table_stride = 0;         ///< paged: elements between page-table rows (≥ pages_per_seq)
   int page_table_rows = 0;               ///< paged: rows of the page table (bounds the row index c); 0 = batch
+                                         ///< (then, or without cache_batch_idx, at least batch rows)
 
   const void* k_new = nullptr;  ///< optional: the append
   const void* v_new = nullptr;
@@ -81,7 +84,8 @@ struct DecodeParams {
 
   float softmax_scale = 0.f;  ///< 0 means 1/sqrt(head_dim)
   int splits = 0;             ///< key splits: 0 = the heuristic (DecodePlan), else at most this many
-  int sm_count = 0;           ///< SMs the heuristic fills; 0 or more than the device has = all
+  int sm_count = 0;           ///< SMs the heuristic fills; 0 or more than the device has = all (decode_plan then
+                              ///< queries the device; up to 132 it plans without one)
 };
 
 /// Fills every stride of `p` for contiguous tensors (q, o, k_new, v_new [batch][n][heads][head_dim]; caches
@@ -106,8 +110,8 @@ struct DecodePlan {
 };
 
 /// Checks `p` (kInvalidArgument naming the first bad argument with expected versus actual value; kNotSupported
-/// for dtypes and head dims without a kernel) and fills `plan`. Needs no GPU when p.sm_count > 0; otherwise reads
-/// the current device's SM count (kNotSupported without an sm_90 device).
+/// for dtypes and head dims without a kernel) and fills `plan`. Needs no GPU when 0 < p.sm_count ≤ 132; otherwise
+/// reads the current device's SM count (kNotSupported without an sm_90 device).
 Status decode_plan(const DecodeParams& p, DecodePlan* plan);
 
 /// Bytes of workspace decode needs with `plan` (plan.workspace_bytes).

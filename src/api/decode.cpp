@@ -29,6 +29,8 @@ constexpr int kMaxKeys = std::numeric_limits<int32_t>::max() - 1024;
 int decode_tile(int head_dim) { return head_dim <= 64 ? 64 : 128; }
 
 constexpr int kPageBox = 16;  // kernel::DecodeConfig::kPageBoxRows
+/// An sm_count up to this plans without a device query (no sm_90 part has more SMs); above it, the device's count.
+constexpr int kMaxSmsWithoutQuery = 132;
 
 /// Keys one sequence's cache holds: the capacity, or pages_per_seq · page_size.
 int seq_capacity(const DecodeParams& p) {
@@ -87,10 +89,15 @@ Status validate(const DecodeParams& p) {
     if (p.cache_batch_idx == nullptr && p.page_table_rows != 0 && p.page_table_rows < p.batch)
       return bad("page_table_rows", "≥ batch (" + str(p.batch) + ") or 0: entry b reads row b",
                  str(p.page_table_rows));
-  } else if (p.capacity < 1 || p.capacity > kMaxKeys) {
-    return bad("capacity", "in [1, " + str(kMaxKeys) + "]", str(p.capacity));
+  } else {
+    if (p.capacity < 1 || p.capacity > kMaxKeys) return bad("capacity", "in [1, " + str(kMaxKeys) + "]", str(p.capacity));
+    if (p.cache_batch_idx == nullptr && p.slots < p.batch)
+      return bad("slots", "≥ batch (" + str(p.batch) + "): without cache_batch_idx entry b uses slot b", str(p.slots));
   }
   const int seq_keys = seq_capacity(p);
+  if (p.k_new != nullptr && p.new_tokens > seq_keys)
+    return bad("new_tokens", "≤ the keys a sequence's cache holds (" + str(seq_keys) + ") with an append",
+               str(p.new_tokens));
   if (p.max_seqlen_k < 0 || p.max_seqlen_k > seq_keys)
     return bad("max_seqlen_k", std::string("in [0, ") + (paged ? "pages_per_seq × page_size" : "capacity") + " = " +
                                    str(seq_keys) + "] (0 = that bound)",
@@ -199,10 +206,10 @@ Status decode_plan(const DecodeParams& p, DecodePlan* plan) {
   if (plan == nullptr) return bad("plan", "a DecodePlan to fill", "null");
   if (Status s = validate(p); !s) return s;
   int sms = p.sm_count;
-  if (sms == 0) {
+  if (sms == 0 || sms > kMaxSmsWithoutQuery) {  // 0 = all; more than the device has = all (queried)
     detail::DeviceInfo dev;
     if (Status s = detail::current_sm90_device(&dev); !s) return s;
-    sms = dev.sm_count;
+    sms = sms == 0 ? dev.sm_count : std::min(sms, dev.sm_count);
   }
   kernel::DecodeShape s;
   s.batch = p.batch, s.heads_q = p.heads_q, s.heads_kv = p.heads_kv, s.head_dim = p.head_dim;

@@ -10,8 +10,12 @@
 //     (0 = the cache's capacity); num_splits: 0 = the heuristic. Semantics, clamping and errors as fmha::decode
 //     (include/fmha/decode.h); the split-KV workspace comes from torch's caching allocator, so the call can be
 //     captured in a CUDA graph (the plan depends on shapes and the two integers only).
-// Index tensors must be int32, contiguous (page_table: unit stride along its pages), on q's device.
+// Index tensors must be int32, contiguous (page_table: unit stride along its pages, at least one row), on q's
+// device; every tensor's head-dim mode contiguous. No backward: with grad mode on and an input that requires grad,
+// the Autograd kernel raises NotImplementedError. No sequences (b = 0) give empty outputs.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -56,6 +60,11 @@ void check_inputs(const Tensor& q, const Tensor& kc, const Tensor& vc, const Ten
                       ", got ", t.device());
   };
   same_device("k_cache", kc), same_device("v_cache", vc);
+  auto unit_last = [&](const char* n, const Tensor& t) {
+    TORCH_CHECK_VALUE(t.stride(3) == 1 || t.size(3) == 1, "fmha.decode: ", n,
+                      ".stride(3) (the head dim): expected 1 (contiguous), got ", t.stride(3));
+  };
+  unit_last("q", q), unit_last("k_cache", kc), unit_last("v_cache", vc);
   auto index = [&](const char* n, const Tensor& t, int rank) {
     TORCH_CHECK_VALUE(t.scalar_type() == at::kInt, "fmha.decode: ", n, ".dtype: expected torch.int32, got ",
                       t.scalar_type(), " (use .to(torch.int32))");
@@ -72,7 +81,11 @@ void check_inputs(const Tensor& q, const Tensor& kc, const Tensor& vc, const Ten
     TORCH_CHECK_VALUE(idx->size(0) == q.size(0), "fmha.decode: cache_batch_idx.shape[0]: expected b = ", q.size(0),
                       ", got ", idx->size(0));
   }
-  if (table) index("page_table", *table, 2);
+  if (table) {
+    index("page_table", *table, 2);
+    TORCH_CHECK_VALUE(table->size(0) >= 1 && table->size(1) >= 1, "fmha.decode: page_table.shape: expected at least "
+                      "one row and one page, got ", table->sizes());
+  }
   TORCH_CHECK_VALUE(kn.has_value() == vn.has_value(), "fmha.decode: k_new, v_new: expected both or neither");
   if (kn) {
     TORCH_CHECK_VALUE(kn->dim() == 4 && vn->dim() == 4, "fmha.decode: k_new, v_new: expected 4 dimensions");
@@ -85,6 +98,7 @@ void check_inputs(const Tensor& q, const Tensor& kc, const Tensor& vc, const Ten
                       "fmha.decode: k_new.shape: expected [b, n, h_k, d] = [", q.size(0), ", ", q.size(1), ", ",
                       kc.size(2), ", ", q.size(3), "], got ", kn->sizes());
     same_device("k_new", *kn), same_device("v_new", *vn);
+    unit_last("k_new", *kn), unit_last("v_new", *vn);
   }
   TORCH_CHECK_VALUE(kc.size(3) == q.size(3), "fmha.decode: k_cache.shape[3] (head dim): expected q.shape[3] = ",
                     q.size(3), ", got ", kc.size(3));
@@ -168,6 +182,8 @@ std::tuple<Tensor, Tensor> decode_meta(const Tensor& q, const Tensor& k_cache, c
                                        const std::optional<Tensor>& k_new, const std::optional<Tensor>& v_new,
                                        int64_t max_seqlen_k, int64_t num_splits, double softmax_scale) {
   check_inputs(q, k_cache, v_cache, seqlens_k, page_table, cache_batch_idx, k_new, v_new, true);
+  if (q.size(0) == 0)  // no sequences: empty outputs, as on the GPU
+    return {at::empty(q.sizes(), q.options()), at::empty({0, q.size(1), q.size(2)}, q.options().dtype(at::kFloat))};
   fmha::DecodeParams p = params_of(q, k_cache, v_cache, seqlens_k, page_table, cache_batch_idx, k_new, v_new,
                                    max_seqlen_k, num_splits, softmax_scale, nullptr, nullptr, false);
   p.sm_count = 132;  // the plan's shape checks only (no device in a Meta kernel)
@@ -176,6 +192,25 @@ std::tuple<Tensor, Tensor> decode_meta(const Tensor& q, const Tensor& k_cache, c
   Tensor out = at::empty(q.sizes(), q.options());
   Tensor lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
   return {out, lse};
+}
+
+// Decode has no backward: a call that would need one is refused (torch's fallback would return outputs without
+// gradients).
+std::tuple<Tensor, Tensor> decode_autograd(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                           const Tensor& seqlens_k, const std::optional<Tensor>& page_table,
+                                           const std::optional<Tensor>& cache_batch_idx,
+                                           const std::optional<Tensor>& k_new, const std::optional<Tensor>& v_new,
+                                           int64_t max_seqlen_k, int64_t num_splits, double softmax_scale) {
+  const bool grad = c10::GradMode::is_enabled() &&
+                    (q.requires_grad() || k_cache.requires_grad() || v_cache.requires_grad() ||
+                     (k_new && k_new->requires_grad()) || (v_new && v_new->requires_grad()));
+  TORCH_CHECK_NOT_IMPLEMENTED(!grad, "fmha.decode: q, k_cache, v_cache, k_new, v_new: expected tensors that do not "
+                              "require grad (or torch.no_grad()): decode has no backward pass");
+  at::AutoDispatchBelowADInplaceOrView guard;
+  static auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("fmha::decode", "").typed<decltype(decode_autograd)>();
+  return op.call(q, k_cache, v_cache, seqlens_k, page_table, cache_batch_idx, k_new, v_new, max_seqlen_k, num_splits,
+                 softmax_scale);
 }
 
 }  // namespace
@@ -187,6 +222,7 @@ TORCH_LIBRARY_FRAGMENT(fmha, m) {
       "float softmax_scale) -> (Tensor, Tensor)");
 }
 
+TORCH_LIBRARY_IMPL(fmha, Autograd, m) { m.impl("decode", &decode_autograd); }
 TORCH_LIBRARY_IMPL(fmha, CUDA, m) { m.impl("decode", &decode_cuda); }
 TORCH_LIBRARY_IMPL(fmha, CPU, m) { m.impl("decode", &decode_cuda); }
 TORCH_LIBRARY_IMPL(fmha, Meta, m) { m.impl("decode", &decode_meta); }

@@ -4,9 +4,9 @@
 //   1, 2, 3, 17 and the heuristic, with splits past a sequence's end (empty) and sequences of length 0; head dims
 //   64, 128 and 80 (predicated); strided caches; NaN in every cache row past each sequence's length and in every
 //   slot no entry uses, which must never reach a result; O and LSE poisoned with NaN before the call.
-// After the call the caches hold the appended rows (bitwise the new K/V) and nothing else changed. Then: the same
-// plan replayed through a CUDA graph with other lengths equals eager runs bitwise; decode equals the forward on the
-// same K/V; bad arguments give named errors.
+// After the call the caches hold the appended rows (bitwise the new K/V) and nothing else changed. A bad argument
+// gives a named error. (CUDA-graph replay with new lengths: tests/python/test_torch_gpu.py, class Decode; argument
+// errors without a GPU: tests/cpu/test_api_decode.cpp.)
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -205,8 +205,8 @@ RefOut reference(const Problem& pr) {
   return r;
 }
 
-/// Runs decode `times` times with one plan (the append only on the first; later runs are cache-only views of the
-/// same call, so they must give the same O) and returns the outputs of the last.
+/// Runs decode once on the problem's inputs (outputs and workspace NaN-poisoned first) and returns the outputs and
+/// the caches after the call; the plan through plan_out.
 Outputs run_device(const Problem& pr, fmha::DecodePlan* plan_out = nullptr) {
   const DecodeCase& c = pr.c;
   Outputs out;

@@ -223,5 +223,58 @@ class Compile(unittest.TestCase):
         self.assertIn("heads_q % heads_kv: expected 0", str(cm.exception))
 
 
+class Decode(unittest.TestCase):
+    """fmha.decode without a GPU: the Meta kernel's shapes and fmha's checks, errors naming the argument."""
+
+    def meta(self, *shape, dtype=torch.bfloat16):
+        return torch.empty(*shape, device="meta", dtype=dtype)
+
+    def test_meta_shapes(self):
+        q, kc = self.meta(3, 2, 16, 128), self.meta(3, 512, 4, 128)
+        lens = self.meta(3, dtype=torch.int32)
+        out, lse = torch.ops.fmha.decode(q, kc, kc, lens, None, None, None, None, 0, 0, 0.0)
+        self.assertEqual(tuple(out.shape), (3, 2, 16, 128))
+        self.assertEqual(tuple(lse.shape), (3, 2, 16))
+        self.assertEqual(lse.dtype, torch.float32)
+        out, lse = torch.ops.fmha.decode(self.meta(0, 1, 16, 128), kc, kc, self.meta(0, dtype=torch.int32), None,
+                                         None, None, None, 0, 0, 0.0)  # no sequences: empty
+        self.assertEqual(tuple(out.shape), (0, 1, 16, 128))
+
+    def test_errors_name_the_argument(self):
+        q, kc = self.meta(2, 1, 8, 128), self.meta(2, 64, 2, 128)
+        lens = self.meta(2, dtype=torch.int32)
+        cases = [
+            ((q, kc, kc, self.meta(2, dtype=torch.int64)), {}, "seqlens_k.dtype: expected torch.int32"),
+            ((q, kc, kc, lens), {"max_seqlen_k": 65}, "max_seqlen_k"),
+            ((q, self.meta(1, 64, 2, 128), self.meta(1, 64, 2, 128), lens), {}, "slots"),
+            ((q, kc, kc, lens), {"page_table": self.meta(0, 4, dtype=torch.int32)}, "page_table.shape"),
+            ((q, self.meta(2, 64, 2, 256)[..., ::2], self.meta(2, 64, 2, 256)[..., ::2], lens), {},
+             "k_cache.stride(3)"),
+        ]
+        for args, kw, msg in cases:
+            plan = (kw.pop("max_seqlen_k", 0), 0)
+            with self.assertRaises(ValueError, msg=msg) as cm:
+                torch.ops.fmha.decode(*args, kw.get("page_table"), None, None, None, plan[0], plan[1], 0.0)
+            self.assertIn(msg, str(cm.exception))
+
+    def test_cpu_tensors(self):
+        q, kc = torch.zeros(2, 1, 8, 128, dtype=torch.bfloat16), torch.zeros(2, 64, 2, 128, dtype=torch.bfloat16)
+        with self.assertRaises(ValueError) as cm:
+            fmha.decode(q, kc, kc.clone(), torch.zeros(2, dtype=torch.int32))
+        self.assertIn("q.device: expected a CUDA device", str(cm.exception))
+
+    def test_autograd_refused(self):
+        q = torch.zeros(2, 1, 8, 128, dtype=torch.bfloat16, requires_grad=True)
+        kc = torch.zeros(2, 64, 2, 128, dtype=torch.bfloat16)
+        with self.assertRaises(NotImplementedError) as cm:
+            fmha.decode(q, kc, kc.clone(), torch.zeros(2, dtype=torch.int32))
+        self.assertIn("decode has no backward pass", str(cm.exception))
+
+    def test_plan(self):
+        self.assertEqual(repr(fmha.DecodePlan(100, 2)), "DecodePlan(max_seqlen_k=100, num_splits=2)")
+        with self.assertRaises(TypeError):
+            fmha.DecodePlan(max_seqlen_k=1.5)
+
+
 if __name__ == "__main__":
     unittest.main()
