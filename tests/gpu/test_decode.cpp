@@ -49,6 +49,9 @@ struct DecodeCase {
   int sm_count = 0;             ///< 0: all
   int64_t row_pad = 0;          ///< extra elements per cache row (strided caches)
   int page_size = 0;            ///< > 0: a paged cache (pages shuffled over a pool with spare pages)
+  /// Device values out of range, uploaded instead of seqlens / the slots (with remap) to test the clamps: the
+  /// expected result is the reference's with the clamped values (seqlens and the remap's slots).
+  std::vector<int> device_seqlens, device_slots;
   uint32_t seed = 1;
 };
 
@@ -125,6 +128,8 @@ struct Problem {
     seqlens = c.seqlens;
     slot_of.resize(c.batch);
     for (int b = 0; b < c.batch; ++b) slot_of[b] = c.remap ? slots - 1 - b : b;  // distinct slots, reversed
+    if (!c.device_slots.empty())  // the slots the kernel reads: the device values, clamped
+      for (int b = 0; b < c.batch; ++b) slot_of[b] = std::min(std::max(c.device_slots[b], 0), slots - 1);
     for (int b = 0; b < c.batch; ++b)
       for (int j = 0; j < seqlens[b]; ++j)
         for (int h = 0; h < c.heads_kv; ++h)
@@ -223,8 +228,10 @@ Outputs run_device(const Problem& pr, fmha::DecodePlan* plan_out = nullptr) {
   EXPECT_EQ(cudaMemcpy(dvn.p, pr.v_new.data(), pr.v_new.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(dk.p, pr.k_cache.data(), pr.k_cache.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(dv.p, pr.v_cache.data(), pr.v_cache.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dlens.p, pr.seqlens.data(), c.batch * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dslots.p, pr.slot_of.data(), c.batch * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const std::vector<int>& lens_up = c.device_seqlens.empty() ? pr.seqlens : c.device_seqlens;
+  const std::vector<int>& slots_up = c.device_slots.empty() ? pr.slot_of : c.device_slots;
+  EXPECT_EQ(cudaMemcpy(dlens.p, lens_up.data(), c.batch * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(dslots.p, slots_up.data(), c.batch * 4, cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_EQ(cudaMemset(dout.p, 0xFF, o_elems * 2), cudaSuccess);  // NaN poison
   EXPECT_EQ(cudaMemset(dlse.p, 0xFF, lse_elems * 4), cudaSuccess);
   const fmha::DecodeParams p = pr.params(dq.p, dkn.p, dvn.p, dk.p, dv.p, dout.p, static_cast<float*>(dlse.p),
@@ -343,6 +350,14 @@ std::vector<DecodeCase> cases() {
   {
     DecodeCase c = make("paged16_cache_only_fp16_d64", fp, 2, 8, 1, 64, 4, {37, 300}, 320, false, true);
     c.page_size = 16, c.extra_slots = 2;
+    v.push_back(c);
+  }
+  {
+    // Out-of-range device values are clamped: lengths past the capacity to it, negative ones to 0, slots to
+    // [0, slots) (cache-only; slots 3): the result is the reference's with the clamped values.
+    DecodeCase c = make("clamped_device_values_bf16", bf, 3, 8, 2, 128, 2, {384, 0, 10}, 384, false, true);
+    c.device_seqlens = {384 + 50, -3, 10};
+    c.device_slots = {7, -1, 1};  // clamped to 2, 0, 1
     v.push_back(c);
   }
   {
