@@ -10,7 +10,6 @@
 #include <cute/tensor.hpp>
 #include <cutlass/array.h>
 
-#include "kernels/collective/barrier.hpp"
 #include "kernels/collective/fragment.hpp"
 
 namespace fmha::kernel {
@@ -37,30 +36,14 @@ struct DecodeEpilogue {
     else if (p.lse != nullptr) p.lse[row] = lse;
   }
 
-  /// Packed row `row` of the tile, column col, for exact_rows: written again to where store_o wrote it, from the
-  /// same thread (so after it in program order).
-  template <class Params, class Tile>
-  CUTLASS_DEVICE static void fix_o(Params const& p, Tile const& w, Element*, int row, int col, float value) {
-    const int i = w.m_block * kBlockM + row;
-    const int64_t r = row_index(p, w, i);
-    if (p.plan.splits > 1) {
-      p.o_part[(int64_t(w.split) * p.rows_total + r) * p.head_dim + col] = value;
-    } else {
-      const int t = i / p.group;
-      const int h = w.hk * p.group + (i - t * p.group);
-      p.o[int64_t(w.b) * p.o_batch_stride + int64_t(t) * p.o_token_stride + int64_t(h) * p.o_head_stride + col] =
-          static_cast<Element>(value);
-    }
-  }
-
-  /// O(r, c) · inv[r] of this thread's accumulator rows (the FwdEpilogue::store_o interface; the staging and mma_pv
-  /// are unused here). fix() as in FwdEpilogue, after this thread's stores.
-  template <bool kMayFix, class Params, class Tile, class TensorO, class TensorAcc, class TensorOc, class TiledMma,
-            class TensorSO, int kRows, class Fix>
+  /// O(r, c) · inv[r] of this thread's accumulator rows (the FwdEpilogue::store_o interface; the staging and the
+  /// warpgroup arguments are unused here).
+  template <class Params, class Tile, class TensorO, class TensorAcc, class TensorOc, class TiledMma, class TensorSO,
+            int kRows>
   CUTLASS_DEVICE static void store_o(Params const& p, Tile const& w, TensorO const& O, TensorAcc const& /*tOrO*/,
                                      float const (&inv)[kRows], TensorOc const& tOcO, TiledMma const& /*mma_pv*/,
                                      TensorSO& /*sO*/, Element* /*smem_o*/, int /*tid*/, int /*tid_wg*/, int /*wg*/,
-                                     int wg_barrier, bool exact, Fix&& fix) {
+                                     int /*wg_barrier*/) {
     using namespace cute;
     Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
     static_assert(decltype(size<1>(O))::value % 2 == 0, "decode epilogue: columns come in adjacent pairs");
@@ -94,8 +77,6 @@ struct DecodeEpilogue {
         }
       }
     }
-    if constexpr (kMayFix)
-      if (named_barrier_sync_or(128, wg_barrier, exact)) fix();
   }
 };
 

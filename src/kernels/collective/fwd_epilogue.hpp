@@ -10,7 +10,6 @@
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 
-#include "kernels/collective/barrier.hpp"
 #include "kernels/collective/fragment.hpp"
 
 namespace fmha::kernel {
@@ -32,33 +31,15 @@ struct FwdEpilogue {
     }
   }
 
-  /// Element (tile row, col) of the staged O, for exact_rows (fwd_kernel.cuh), between store_o's staging and its
-  /// stores to global memory.
-  template <class Params, class Tile>
-  CUTLASS_DEVICE static void fix_o(Params const&, Tile const&, Element* smem_o, int row, int col, float value) {
-    using namespace cute;
-    if constexpr (Config::kTmaStoreO) {
-      Tensor sOt = make_tensor(make_smem_ptr(smem_o), typename Config::SmemLayoutOTile{});  // (BlockM, HD)
-      sOt(row, col) = static_cast<Element>(value);
-    } else {
-      Tensor sO = make_tensor(make_smem_ptr(smem_o), typename Config::SmemLayoutOPadded{});
-      sO(row, col) = static_cast<Element>(value);
-    }
-  }
-
   /// O(r, c) · inv[r] of this thread's accumulator rows (O: the (rows, columns) view of tOrO, tOcO its coordinates
   /// in the tile) into the output, for warpgroup wg (threads tid_wg = 0 … 127 of it, tid over the consumers) of tile
   /// w. sO is the shared-memory staging layout of Config::SmemLayoutO over smem_o; wg_barrier the warpgroup's named
   /// barrier. At kTmaStoreO the warpgroup's previous TMA store must have finished reading its slice: waited for here.
-  /// kMayFix: when `exact` holds in any thread of the warpgroup (the barrier after the staging votes), every thread
-  /// calls fix() once the tile is staged and before it is stored (the slow path for extreme logits, fwd_kernel.cuh);
-  /// without kMayFix that barrier is a plain one.
-  template <bool kMayFix, class Params, class Tile, class TensorO, class TensorAcc, class TensorOc, class TiledMma,
-            class TensorSO, int kRows, class Fix>
+  template <class Params, class Tile, class TensorO, class TensorAcc, class TensorOc, class TiledMma, class TensorSO,
+            int kRows>
   CUTLASS_DEVICE static void store_o(Params const& p, Tile const& w, TensorO const& O, TensorAcc const& tOrO,
                                      float const (&inv)[kRows], TensorOc const& tOcO, TiledMma const& mma_pv,
-                                     TensorSO& sO, Element* smem_o, int tid, int tid_wg, int wg, int wg_barrier,
-                                     bool exact, Fix&& fix) {
+                                     TensorSO& sO, Element* smem_o, int tid, int tid_wg, int wg, int wg_barrier) {
     using namespace cute;
     if constexpr (Config::kTmaStoreO) {
       // This warpgroup's staging slice may still be read by the TMA store of its previous tile.
@@ -83,11 +64,7 @@ struct FwdEpilogue {
         // Dense: one TMA store per warpgroup, issued by one thread; the warpgroup goes on to its next tile while the
         // copy engine writes O (the store tensor's bounds clip rows past seqlen_q and columns past head_dim).
         cutlass::arch::fence_view_async_shared();
-        if (named_barrier_sync_or<kMayFix>(128, wg_barrier, exact)) {
-          fix();
-          cutlass::arch::fence_view_async_shared();
-          cutlass::arch::NamedBarrier::sync(128, wg_barrier);
-        }
+        cutlass::arch::NamedBarrier::sync(128, wg_barrier);
         if (tid_wg == 0 && row0 < w.sq) {
           Tensor mO = p.tma_o.get_tma_tensor(p.shape_o);
           Tensor gO = local_tile(mO(_, _, w.h, w.b), Shape<_64, Int<kHeadDim>>{}, make_coord(row0 / 64, _0{}));
@@ -97,10 +74,7 @@ struct FwdEpilogue {
         }
       } else {
         // Varlen: 16-byte stores of the rows inside the entry.
-        if (named_barrier_sync_or<kMayFix>(128, wg_barrier, exact)) {
-          fix();
-          cutlass::arch::NamedBarrier::sync(128, wg_barrier);
-        }
+        cutlass::arch::NamedBarrier::sync(128, wg_barrier);
         constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
         Element* o_base = p.o + int64_t(w.h) * p.o_head_stride;
         for (int idx = tid_wg; idx < 64 * kChunks; idx += 128) {
@@ -120,10 +94,7 @@ struct FwdEpilogue {
         CUTLASS_PRAGMA_UNROLL
         for (int c = 0; c < size<1>(O); ++c)
           sO(get<0>(Oc(r, c)), get<1>(Oc(r, c))) = static_cast<Element>(O(r, c) * inv[r]);
-      if (named_barrier_sync_or<kMayFix>(128, wg_barrier, exact)) {
-        fix();
-        cutlass::arch::NamedBarrier::sync(128, wg_barrier);
-      }
+      cutlass::arch::NamedBarrier::sync(128, wg_barrier);
       constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
       Element* o_base = p.o + (p.cu_q ? 0 : int64_t(w.b) * p.o_batch_stride) + int64_t(w.h) * p.o_head_stride;
       for (int idx = tid_wg; idx < 64 * kChunks; idx += 128) {

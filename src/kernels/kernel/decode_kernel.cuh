@@ -180,39 +180,36 @@ struct DecodeFamily {
   CUTLASS_DEVICE static bool kv_tail_dirty(Params const&) { return true; }
   CUTLASS_DEVICE static int head_dim(Params const& p) { return p.head_dim; }
 
-  /// The operands of tile w's packed rows for exact_rows: row(i) is token i / group of query head hk · group +
-  /// i % group.
-  struct ExactOperands {
-    Params const& p;
-    Tile const& w;
-    CUTLASS_DEVICE auto row(int i) const {
-      const PackedRow pr = packed_row(i, w.hk, p.group);
-      const Element* q = p.q + int64_t(w.b) * p.q_batch_stride + int64_t(pr.token) * p.q_token_stride +
-                         int64_t(pr.head) * p.q_head_stride;
-      if constexpr (Paged) {
-        PagedExactRow<Element> r;
-        r.q = q;
-        r.k_base = p.k + int64_t(w.hk) * p.k_head_stride;
-        r.v_base = p.v + int64_t(w.hk) * p.v_head_stride;
-        r.table_row = p.page_table + int64_t(w.slot) * p.page_table_stride;
-        r.k_page_stride = p.k_slot_stride, r.k_row_stride = p.k_row_stride;
-        r.v_page_stride = p.v_slot_stride, r.v_row_stride = p.v_row_stride;
-        r.page_size = p.page_size, r.pages_per_seq = p.pages_per_seq, r.num_pages = p.slots, r.k_begin = w.k_off;
-        return r;
-      } else {
-        ExactRow<Element> r;
-        r.q = q;
-        r.k0 = p.k + int64_t(w.slot) * p.k_slot_stride + int64_t(w.k_off) * p.k_row_stride +
-               int64_t(w.hk) * p.k_head_stride;
-        r.v0 = p.v + int64_t(w.slot) * p.v_slot_stride + int64_t(w.k_off) * p.v_row_stride +
-               int64_t(w.hk) * p.v_head_stride;
-        r.k_row_stride = p.k_row_stride;
-        r.v_row_stride = p.v_row_stride;
-        return r;
-      }
+  /// Packed row i: token i / group of query head hk · group + i % group.
+  CUTLASS_DEVICE static auto exact_row(Params const& p, Tile const& w, int i) {
+    const PackedRow pr = packed_row(i, w.hk, p.group);
+    if constexpr (Paged) {
+      PagedExactRow<Element> r;
+      r.q = p.q + int64_t(w.b) * p.q_batch_stride + int64_t(pr.token) * p.q_token_stride +
+            int64_t(pr.head) * p.q_head_stride;
+      r.k_base = p.k + int64_t(w.hk) * p.k_head_stride;
+      r.v_base = p.v + int64_t(w.hk) * p.v_head_stride;
+      r.table_row = p.page_table + int64_t(w.slot) * p.page_table_stride;
+      r.k_page_stride = p.k_slot_stride, r.k_row_stride = p.k_row_stride;
+      r.v_page_stride = p.v_slot_stride, r.v_row_stride = p.v_row_stride;
+      r.page_size = p.page_size, r.pages_per_seq = p.pages_per_seq, r.num_pages = p.slots, r.k_begin = w.k_off;
+      return r;
+    } else {
+      return exact_dense(p, w, pr);
     }
-  };
-  CUTLASS_DEVICE static ExactOperands exact_operands(Params const& p, Tile const& w) { return {p, w}; }
+  }
+  CUTLASS_DEVICE static ExactRow<Element> exact_dense(Params const& p, Tile const& w, PackedRow pr) {
+    ExactRow<Element> r;
+    r.q = p.q + int64_t(w.b) * p.q_batch_stride + int64_t(pr.token) * p.q_token_stride +
+          int64_t(pr.head) * p.q_head_stride;
+    r.k0 = p.k + int64_t(w.slot) * p.k_slot_stride + int64_t(w.k_off) * p.k_row_stride +
+           int64_t(w.hk) * p.k_head_stride;
+    r.v0 = p.v + int64_t(w.slot) * p.v_slot_stride + int64_t(w.k_off) * p.v_row_stride +
+           int64_t(w.hk) * p.v_head_stride;
+    r.k_row_stride = p.k_row_stride;
+    r.v_row_stride = p.v_row_stride;
+    return r;
+  }
 
   /// The consumers' load of the tile's packed Q rows into the stage sQs ((64, head-dim tile), swizzled): 16-byte
   /// chunks (8 elements, contiguous in the swizzled layout too), zeros in padding rows and columns past head_dim.

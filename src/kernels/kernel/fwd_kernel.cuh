@@ -284,7 +284,7 @@ struct ExactRow {
 ///   else the consumers load it with the family's load_q); first / next / num_tiles (the tile loop), tile(p, t),
 ///   mask(p, w); prefetch(p) (TMA descriptors); q_source / kv_source (the producer's loads of tile w);
 ///   kv_tail_dirty (keys past a tile's range may hold anything, so V's rows there are zeroed before P·V);
-///   head_dim / exact_operands (exact_rows).
+///   head_dim / exact_row (exact_rows).
 template <class Config, bool Causal>
 struct FwdFamily {
   using Params = FwdKernelParams<Config>;
@@ -336,159 +336,69 @@ struct FwdFamily {
   /// Dense tensors end at the entry's keys (TMA fills past them with zeros); varlen keys run into the next entry.
   CUTLASS_DEVICE static bool kv_tail_dirty(Params const& p) { return p.cu_k != nullptr; }
   CUTLASS_DEVICE static int head_dim(Params const& p) { return p.order.head_dim; }
-  /// The operands of tile w's rows for exact_rows: row(i) gives row i's.
-  struct ExactOperands {
-    Params const& p;
-    Tile const& w;
-    int hk;
-    bool varlen;
-    CUTLASS_DEVICE ExactRow<Element> row(int i) const {
-      ExactRow<Element> r;
-      r.q = p.q + (varlen ? 0 : int64_t(w.b) * p.q_batch_stride) + int64_t(w.q_off + i) * p.q_row_stride +
-            int64_t(w.h) * p.q_head_stride;
-      r.k0 = p.k + (varlen ? 0 : int64_t(w.b) * p.k_batch_stride) + int64_t(w.k_off) * p.k_row_stride +
-             int64_t(hk) * p.k_head_stride;
-      r.v0 = p.v + (varlen ? 0 : int64_t(w.b) * p.v_batch_stride) + int64_t(w.k_off) * p.v_row_stride +
-             int64_t(hk) * p.v_head_stride;
-      r.k_row_stride = p.k_row_stride;
-      r.v_row_stride = p.v_row_stride;
-      return r;
-    }
-  };
-  CUTLASS_DEVICE static ExactOperands exact_operands(Params const& p, Tile const& w) {
-    return {p, w, w.h / p.order.group, p.cu_q != nullptr};
+  CUTLASS_DEVICE static ExactRow<Element> exact_row(Params const& p, Tile const& w, int i) {
+    const int hk = w.h / p.order.group;
+    const bool varlen = p.cu_q != nullptr;
+    ExactRow<Element> r;
+    r.q = p.q + (varlen ? 0 : int64_t(w.b) * p.q_batch_stride) + int64_t(w.q_off + i) * p.q_row_stride +
+          int64_t(w.h) * p.q_head_stride;
+    r.k0 = p.k + (varlen ? 0 : int64_t(w.b) * p.k_batch_stride) + int64_t(w.k_off) * p.k_row_stride +
+           int64_t(hk) * p.k_head_stride;
+    r.v0 = p.v + (varlen ? 0 : int64_t(w.b) * p.v_batch_stride) + int64_t(w.k_off) * p.v_row_stride +
+           int64_t(hk) * p.v_head_stride;
+    r.k_row_stride = p.k_row_stride;
+    r.v_row_stride = p.v_row_stride;
+    return r;
   }
 };
 
-// The slow path for rows whose |max · scale_log2| reached OnlineSoftmax::kFastLimit (collective/online_softmax.hpp):
-// such a row is recomputed from global memory in two passes over its visible keys, the max and then
-// P = exp2((s − max) · scale_log2), exactly 1 at the max whatever its magnitude (−inf and O = 0 for a row that sees
-// no key). Slow (each of the four threads of a row recomputes every score of it in fp32), and only reached when a
-// row's |scale · q · k| passes about 4.6e7. The family (FwdFamily, DecodeFamily) supplies the operands of tile row
-// i: Family::exact_operands(p, w).row(i). Two drivers: exact_rows_registers (inline, into the accumulator
-// registers: the three-warpgroup kernels) and exact_rows (into the epilogue, out of line through exact_rows_call:
-// the other kernels).
-
-/// Row `row`'s score against key j of its range, in fp32.
-template <class Row>
-CUTLASS_DEVICE float exact_score(Row const& row, int j, int d) {
-  const auto* kj = row.k(j);
-  float acc = 0.f;
-  for (int x = 0; x < d; ++x) acc = fmaf(float(row.q[x]), float(kj[x]), acc);
-  return acc;
-}
-
-/// Pass 1: the largest visible score of tile row i (raw units); −inf when it sees no key.
-template <class Mask, class Row>
-CUTLASS_DEVICE float exact_row_max(Row const& row, Mask const& mask, int i, int sk, int d) {
-  float m = -INFINITY;
-  for (int j = Mask::kKeyBegin; j < sk; ++j)
-    if (mask.visible(i, j)) m = fmaxf(m, exact_score(row, j, d));
-  return m;
-}
-
-/// Pass 2 (m finite): acc(p_j, v_j) for every visible key j, p_j = exp2((s_j − m) · scale_log2); returns Σ p_j.
-template <class Mask, class Row, class Acc>
-CUTLASS_DEVICE float exact_row_weights(Row const& row, Mask const& mask, int i, int sk, int d, float m,
-                                       float scale_log2, Acc&& acc) {
-  float sum = 0.f;
-  for (int j = Mask::kKeyBegin; j < sk; ++j) {
-    if (!mask.visible(i, j)) continue;
-    const float pj = exp2f((exact_score(row, j, d) - m) * scale_log2);
-    sum += pj;
-    acc(pj, row.v(j));
-  }
-  return sum;
-}
-
-/// The inline driver: this thread's kRows rows of tile `w` (tile rows get<0>(Oc(r, 0)), columns get<1>(Oc(r, c)))
-/// are recomputed into O(r, c) (normalised) and lse[r]; the caller's warp takes this path when any of its rows needs
-/// it.
+/// The slow path for rows whose |max · scale_log2| reached OnlineSoftmax::kFastLimit (collective/online_softmax.hpp):
+/// this thread's kRows rows of tile `w` (tile rows get<0>(Oc(r, 0)), columns get<1>(Oc(r, c))) are recomputed
+/// from global memory in two passes over their visible keys, the max and then P = exp2((s − max) · scale_log2), exactly
+/// 1 at the max whatever its magnitude; O(r, c) receives the normalised result and lse[r] the row's LSE (−inf and
+/// O = 0 for a row that sees no key). Slow (each of the four threads of a row recomputes every score of it in fp32),
+/// and only reached when a warp holds such a row, which no input with |scale · q · k| below about 4.6e7 produces.
+/// The family (FwdFamily, DecodeFamily) supplies the operands of tile row i: Family::exact_row(p, w, i).
 template <class Config, class Family, class Mask, class TensorO, class TensorOc, int kRows>
-CUTLASS_DEVICE void exact_rows_registers(typename Family::Params const& p, typename Family::Tile const& w,
-                                         Mask const& mask, TensorO& O, TensorOc const& Oc, float (&lse)[kRows]) {
-  const auto operands = Family::exact_operands(p, w);
+CUTLASS_DEVICE void exact_rows(typename Family::Params const& p, typename Family::Tile const& w, Mask const& mask,
+                               TensorO& O, TensorOc const& Oc, float (&lse)[kRows]) {
+  using Element = typename Config::Element;
   const int d = Family::head_dim(p);
   CUTLASS_PRAGMA_UNROLL  // O(r, c) are registers: indices must be compile-time constants
   for (int r = 0; r < kRows; ++r) {
     const int i = w.m_block * Config::kBlockM + get<0>(Oc(r, 0));
     lse[r] = -INFINITY;
     if (i >= w.sq) continue;  // padding rows are never stored
-    const auto row = operands.row(i);
-    const float m = exact_row_max(row, mask, i, w.sk, d);
+    const auto row = Family::exact_row(p, w, i);
+    const Element* q = row.q;
+    auto score = [&](int j) {
+      const Element* kj = row.k(j);
+      float acc = 0.f;
+      for (int x = 0; x < d; ++x) acc = fmaf(float(q[x]), float(kj[x]), acc);
+      return acc;
+    };
+    float m = -INFINITY;
+    for (int j = Mask::kKeyBegin; j < w.sk; ++j)
+      if (mask.visible(i, j)) m = fmaxf(m, score(j));
     CUTLASS_PRAGMA_UNROLL
     for (int c = 0; c < size<1>(O); ++c) O(r, c) = 0.f;
     if (m == -INFINITY) continue;
-    const float sum = exact_row_weights(row, mask, i, w.sk, d, m, p.scale_log2, [&](float pj, auto const* vj) {
+    float sum = 0.f;
+    for (int j = Mask::kKeyBegin; j < w.sk; ++j) {
+      if (!mask.visible(i, j)) continue;
+      const float pj = exp2f((score(j) - m) * p.scale_log2);
+      sum += pj;
+      const Element* vj = row.v(j);
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < size<1>(O); ++c) {
         const int col = get<1>(Oc(r, c));
         if (col < d) O(r, c) = fmaf(pj, float(vj[col]), O(r, c));
       }
-    });
+    }
     CUTLASS_PRAGMA_UNROLL
     for (int c = 0; c < size<1>(O); ++c) O(r, c) /= sum;
     lse[r] = m * p.scale + logf(sum);
   }
-}
-
-/// The epilogue's driver: the rows r of this thread (consumer thread `tid`) whose bit is set in `rows` are
-/// recomputed, and their normalised O (this thread's columns) and LSE go to the family's epilogue (Epilogue::fix_o,
-/// Epilogue::store_lse) after it has written the tile the fast way and before that reaches global memory
-/// (FwdEpilogue: into the staging; DecodeEpilogue: the same elements again, from the same thread). It takes no
-/// register arrays of the caller, so that it can run out of line (exact_rows_call).
-template <class Config, class Family, class Mask>
-CUTLASS_DEVICE void exact_rows(typename Family::Params const& p, typename Family::Tile const& w, Mask const& mask,
-                               int tid, unsigned rows, typename Config::Element* smem_o) {
-  using Epilogue = typename Family::Epilogue;
-  typename Config::MmaPV mma_pv;
-  Tensor tOcO = mma_pv.get_thread_slice(tid).partition_C(
-      make_identity_tensor(Shape<Int<Config::kBlockM>, Int<Config::kHeadDim>>{}));
-  Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));  // (row, column) of each accumulator element
-  constexpr int kRows = decltype(size<0>(Oc))::value;
-  constexpr int kCols = decltype(size<1>(Oc))::value;
-  const auto operands = Family::exact_operands(p, w);
-  const int d = Family::head_dim(p);
-  for (int r = 0; r < kRows; ++r) {
-    if (((rows >> r) & 1u) == 0) continue;
-    const int row_in_tile = get<0>(Oc(r, 0));
-    const int i = w.m_block * Config::kBlockM + row_in_tile;
-    if (i >= w.sq) continue;  // padding rows are never stored
-    const auto row = operands.row(i);
-    const float m = exact_row_max(row, mask, i, w.sk, d);
-    float acc[kCols];
-    CUTLASS_PRAGMA_UNROLL
-    for (int c = 0; c < kCols; ++c) acc[c] = 0.f;
-    const float sum = m == -INFINITY ? 0.f
-                                     : exact_row_weights(row, mask, i, w.sk, d, m, p.scale_log2,
-                                                         [&](float pj, auto const* vj) {
-                                                           CUTLASS_PRAGMA_UNROLL
-                                                           for (int c = 0; c < kCols; ++c) {
-                                                             const int col = get<1>(Oc(r, c));
-                                                             if (col < d) acc[c] = fmaf(pj, float(vj[col]), acc[c]);
-                                                           }
-                                                         });
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    CUTLASS_PRAGMA_UNROLL
-    for (int c = 0; c < kCols; ++c) {
-      const int col = get<1>(Oc(r, c));
-      if (col < d) Epilogue::fix_o(p, w, smem_o, row_in_tile, col, acc[c] * inv);
-    }
-    Epilogue::store_lse(p, w, (tid % 4) == 0, i, sum > 0.f ? m * p.scale + logf(sum) : -INFINITY);
-  }
-}
-
-/// exact_rows out of line: inlined, the slow path's ~1.8k instructions between the last P·V and the O store cost
-/// the short two-warpgroup kernels 3–6 % (docs/perf-log.md). The tile and the mask come by value (by reference, the
-/// caller had to keep them in local memory, which made ptxas spill in the mainloop). Not for the three-warpgroup
-/// kernels (160 registers): there the registers a call saves made ptxas spill in the mainloop (73–95 spill
-/// instructions before the last wgmma against 23–29), so those keep exact_rows_registers inline (they did not lose
-/// by it).
-template <class Config, class Family, class Mask>
-__noinline__ __device__ void exact_rows_call(typename Family::Params const& p, typename Family::Tile const w,
-                                             Mask const mask, int tid, unsigned rows,
-                                             typename Config::Element* smem_o) {
-  exact_rows<Config, Family>(p, w, mask, tid, rows, smem_o);
 }
 
 /// The attention kernel's body, shared by the families (FwdFamily here; DecodeFamily in decode_kernel.cuh): the
@@ -900,22 +810,16 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
 
     // ------------------------------------------------------------------------------------------------ epilogue
     float inv[kRows];
-    // Rows past the fast exponent's range (rare: Softmax::kFastLimit). In the three-warpgroup kernels a warp holding
-    // one recomputes all its rows into the accumulator here (exact_rows_registers); in the others the epilogue calls
-    // exact_rows_call once the tile's fast result is staged, when a thread of the warpgroup holds such a row.
+    // Rows past the fast exponent's range (rare: Softmax::kFastLimit): the warp recomputes all its rows exactly.
+    float lse_exact[kRows];
     // Padding rows (past the entry: another entry's queries, or TMA's zero fill) never send a warp there.
-    constexpr bool kInlineExact = kWGs == 3;
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r)
       if (w.m_block * kBlockM + get<0>(Sc(r, 0)) >= w.sq) beyond &= ~(1u << r);
-    float lse_exact[kRows];
-    bool exact_here = false;
-    if constexpr (kInlineExact) {
-      exact_here = __any_sync(0xffffffff, beyond != 0);
-      if (exact_here) {
-        Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
-        exact_rows_registers<Config, Family>(p, w, mask, O, Oc, lse_exact);
-      }
+    const bool exact = __any_sync(0xffffffff, beyond != 0);
+    if (exact) {
+      Tensor Oc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+      exact_rows<Config, Family>(p, w, mask, O, Oc, lse_exact);
     }
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -925,14 +829,10 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
       else sum = quad_allreduce_sum(row_sum[r]);
       float lse;
       Softmax::finish_row(row_max[r], sum, scale_log2, inv[r], lse);
-      if (exact_here) inv[r] = 1.f, lse = lse_exact[r];
+      if (exact) inv[r] = 1.f, lse = lse_exact[r];
       Epilogue::store_lse(p, w, (tid_wg % 4) == 0, w.m_block * kBlockM + get<0>(Sc(r, 0)), lse);
     }
-    Epilogue::template store_o<!kInlineExact>(p, w, O, tOrO, inv, tOcO, mma_pv, sO, ss.o.data(), tid, tid_wg, wg,
-                                              wg_barrier, beyond != 0, [&] {
-                        if constexpr (!kInlineExact)
-                          exact_rows_call<Config, Family>(p, w, mask, tid, beyond, ss.o.data());
-                      });
+    Epilogue::store_o(p, w, O, tOrO, inv, tOcO, mma_pv, sO, ss.o.data(), tid, tid_wg, wg, wg_barrier);
     FMHA_TL(11);
   }
   FMHA_TL(12);
