@@ -13,18 +13,28 @@
 # FMHA_GTEST_FILTER restricts the GoogleTest cases (default all); FMHA_PROFILE_ARGS picks the profiled problem
 # (fmha_fwd options). FMHA_FA3_DIR names a FlashAttention-3 build for the benchmark (bench_fwd.py --fa3); while a
 # compile runs on the machine (e.g. that build, started in the background) the benchmark waits, at most
-# FMHA_FA3_WAIT_S seconds (default 420). FMHA_GPU_PACK=1 packs everything written under
-# OUT_DIR into OUT_DIR/gpu_check.tgz at the end (the device tool brings back at most 8 files per call).
+# FMHA_FA3_WAIT_S seconds (default 420). FMHA_GPU_PACK=1 keeps OUT_DIR to one file, OUT_DIR/gpu_check.tgz, with
+# everything the steps wrote (in a temporary folder), refreshed after every step: the device tool brings back at
+# most 8 files per call, and a call that runs out of time still brings back the steps that finished.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(realpath -m "${1:-$root/build}")
 out=$(realpath -m "${2:-$root/gpu-results}")
 steps=",${3:-tests,cli,torch,sanitizer,bench},"
 mkdir -p "$out"
+pack() {
+  [ -n "$pack_to" ] || return 0
+  tar czf "$pack_to/gpu_check.tgz.part" -C "$out" . && mv -f "$pack_to/gpu_check.tgz.part" "$pack_to/gpu_check.tgz"
+}
 cd "$root"
 if ! nvidia-smi -L > /dev/null 2>&1; then
   echo "gpu_check: no GPU (nvidia-smi -L failed); this job needs a Hopper GPU (scripts/test.sh runs the CPU suite)" >&2
   exit 77
+fi
+pack_to=""
+if [ "${FMHA_GPU_PACK:-0}" = 1 ]; then  # the steps write into a temporary folder; pack() copies it into OUT_DIR
+  pack_to=$out
+  out=$(mktemp -d)
 fi
 
 if [ ! -x "$build/tests/fmha_gpu_tests" ] || [ ! -x "$build/bin/fmha_fwd" ]; then
@@ -50,12 +60,14 @@ if [[ $steps == *,tests,* ]]; then
     summary+=("gtest gpu:   FAILED: $skipped tests skipped ($(grep -m1 -o 'skipped: .*' "$out/gpu_tests.log"))")
   fi
 fi
+pack
 if [[ $steps == *,cli,* ]]; then
   (cd "$build" && ctest -L gpu -R '^cli_' -j 4 --output-on-failure) > "$out/cli_tests.log" 2>&1 || failed=1
   skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*Skipped' "$out/cli_tests.log")
   summary+=("cli matrix:  $(grep -E 'tests passed' "$out/cli_tests.log"), $skipped skipped")
   if [ "$skipped" -gt 0 ]; then failed=1; summary+=("cli matrix:  FAILED: $skipped runs skipped (exit 77: no usable GPU)"); fi
 fi
+pack
 if [[ $steps == *,torch,* ]]; then
   if [ -f "$build/python/fmha/libfmha_torch.so" ]; then
     PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 "$root/tests/python/test_torch_gpu.py" -v \
@@ -81,6 +93,7 @@ if [[ $steps == *,torch,* ]]; then
     summary+=("torch:       FAILED: no $build/python/fmha/libfmha_torch.so (configure with torch: FMHA_TORCH=ON)")
   fi
 fi
+pack
 if [[ $steps == *,sanitizer,* ]]; then
   # Small cases that cover both tile schedulers, ping-pong on (d 128) and off (d 64), empty entries, a V tail,
   # NaN past the valid keys, and staging slices reused across tiles.
@@ -114,6 +127,7 @@ if [[ $steps == *,sanitizer,* ]]; then
     summary+=("$tool:   rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tr '\n' ' ')")
   done
 fi
+pack
 if [[ $steps == *,bench,* ]]; then
   # FlashAttention-3, when FMHA_FA3_DIR names a build of it (bench_fwd.py times it there; without it the column is
   # absent). A compile still running on this machine (an FA3 build started in the background: setup.py, nvcc, cicc,
@@ -133,6 +147,7 @@ if [[ $steps == *,bench,* ]]; then
   [ $rc -eq 0 ] || failed=1
   summary+=("bench:       rc=$rc (table below, JSON in bench_fwd.json)")
 fi
+pack
 if [[ $steps == *,profile,* ]]; then
   # One forward launch under Nsight Compute (FMHA_PROFILE_ARGS: the fmha_fwd problem options; default bf16, d 128,
   # 8k, non-causal, the default schedule): tensor-pipe and MUFU (exp2) utilisation, issue stalls. Clocks left alone
@@ -152,10 +167,12 @@ if [[ $steps == *,profile,* ]]; then
   grep -E '"(SM Busy|Issue Slots Busy|Compute \(SM\) Throughput|Memory Throughput|Registers Per Thread|Achieved Occupancy)"' \
     "$out/profile_details.csv" | cut -d, -f13- | head -12
 fi
+pack
 echo "== summary ($(head -2 "$out/device.txt" | tail -1))"
 printf '%s\n' "${summary[@]}"
 [ -f "$out/bench_fwd.log" ] && sed -n '/^TFLOPS/,$p' "$out/bench_fwd.log"
-if [ "${FMHA_GPU_PACK:-0}" = 1 ]; then
-  (cd "$out" && tar czf gpu_check.tgz --exclude=gpu_check.tgz -- * && find . -mindepth 1 -maxdepth 1 ! -name gpu_check.tgz -exec rm -rf {} +)
+if [ -n "$pack_to" ]; then
+  pack
+  rm -rf "$out"
 fi
 exit $failed
