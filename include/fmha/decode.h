@@ -28,7 +28,8 @@ namespace fmha {
 ///    (device int[batch], optional; default slot b: the seed's --remap); `slots` bounds the slot index.
 ///  * KV cache, paged (page_table set): k_cache, v_cache [num_pages][page_size][heads_kv][head_dim] (slot stride =
 ///    page stride); key j of entry b lives in page page_table[c · page_table_stride + j / page_size], row
-///    j % page_size, where c = cache_batch_idx[b] (or b). page_size: a multiple of 16 (TMA boxes of 16 keys).
+///    j % page_size, where c = cache_batch_idx[b] (or b). Any page_size ≥ 1: pages of a multiple of 16 keys are read
+///    in TMA boxes of 16 keys, other sizes in boxes of one key (slower: one TMA and one table read per key).
 ///  * k_new, v_new (optional, both or neither: the append): [batch][new_tokens][heads_kv][head_dim]. Before the
 ///    attention they are written into the cache at positions seqlens_k[b] … seqlens_k[b] + n − 1 of entry b (in
 ///    place: the caches are outputs then), in a separate kernel on the same stream, so no CTA of the attention reads

@@ -28,7 +28,6 @@ constexpr int kMaxKeys = std::numeric_limits<int32_t>::max() - 1024;
 
 int decode_tile(int head_dim) { return head_dim <= 64 ? 64 : 128; }
 
-constexpr int kPageBox = 16;  // kernel::DecodeConfig::kPageBoxRows
 /// An sm_count up to this plans without a device query (no sm_90 part has more SMs); above it, the device's count.
 constexpr int kMaxSmsWithoutQuery = 132;
 
@@ -78,9 +77,8 @@ Status validate(const DecodeParams& p) {
   if (paged) {
     if (!aligned(p.page_table, 3u))
       return bad("page_table", "a 4-byte aligned address", "an address ending in " + detail::low_hex(p.page_table, 3u));
-    if (p.page_size < kPageBox || p.page_size % kPageBox != 0 || p.page_size > kMaxKeys)
-      return bad("page_size", "a positive multiple of " + str(kPageBox) + " (the TMA box of paged caches)",
-                 str(p.page_size));
+    if (p.page_size < 1 || p.page_size > kMaxKeys)
+      return bad("page_size", "in [1, " + str(kMaxKeys) + "]", str(p.page_size));
     if (p.pages_per_seq < 1 || int64_t(p.pages_per_seq) * p.page_size > kMaxKeys)
       return bad("pages_per_seq", "≥ 1 with pages_per_seq × page_size ≤ " + str(kMaxKeys), str(p.pages_per_seq));
     if (p.page_table_stride < p.pages_per_seq)

@@ -52,10 +52,18 @@ TEST(ApiDecode, ArgumentErrorsNameTheArgument) {
   expect_error(p, "splits");
   // Paged caches.
   p = base();
-  p.page_table = reinterpret_cast<const int*>(buf), p.page_size = 24, p.pages_per_seq = 8, p.slots = 64;
+  p.page_table = reinterpret_cast<const int*>(buf), p.page_size = 0, p.pages_per_seq = 8, p.slots = 64;
   fmha::set_decode_contiguous_strides(p);
   expect_error(p, "page_size");
-  p.page_size = 32, p.page_table_stride = 4;
+  p.page_size = -16;
+  expect_error(p, "page_size");
+  p.page_size = 24;  // not a multiple of 16: valid (boxes of one key)
+  fmha::set_decode_contiguous_strides(p);
+  fmha::DecodePlan plan24;
+  EXPECT_TRUE(fmha::decode_plan(p, &plan24).is_ok());
+  p.page_size = 32;
+  fmha::set_decode_contiguous_strides(p);
+  p.page_table_stride = 4;
   expect_error(p, "page_table_stride");
   p.page_table_stride = 8, p.page_table_rows = 2;  // fewer rows than entries, without cache_batch_idx
   expect_error(p, "page_table_rows");

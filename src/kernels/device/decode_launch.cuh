@@ -72,7 +72,7 @@ Status decode_run(const DecodeParams& a, const DecodePlan& plan, void* workspace
   auto mV = cache(a.v_cache, a.v_row_stride, a.v_head_stride, a.v_slot_stride);
 
   Params p{};
-  if constexpr (Paged) {  // boxes of 16 keys (PagedKVSource)
+  if constexpr (Paged) {  // boxes of kPageBoxRows keys (PagedKVSource)
     p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, typename Config::SmemLayoutKBox{},
                             Shape<Int<Config::kPageBoxRows>, Int<Config::kHeadDim>>{}, _1{});
     p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, typename Config::SmemLayoutKBox{},
@@ -142,8 +142,10 @@ Status decode_run(const DecodeParams& a, const DecodePlan& plan, void* workspace
 template <class Element, int HeadDim>
 Status decode_launch(const DecodeParams& a, const DecodePlan& plan, void* workspace, cudaStream_t stream) {
   using Config = kernel::DecodeConfig<Element, HeadDim>;
-  return a.page_table ? decode_run<Config, true>(a, plan, workspace, stream)
-                      : decode_run<Config, false>(a, plan, workspace, stream);
+  if (!a.page_table) return decode_run<Config, false>(a, plan, workspace, stream);
+  if (a.page_size % Config::kPageBoxRows == 0) return decode_run<Config, true>(a, plan, workspace, stream);
+  // Pages that are not a whole number of 16-key boxes: boxes of one key (any page size).
+  return decode_run<kernel::DecodeConfig<Element, HeadDim, 1>, true>(a, plan, workspace, stream);
 }
 
 }  // namespace fmha::device

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "kernels/collective/decode_epilogue.hpp"
+#include "kernels/collective/paged_kv_source.hpp"
 #include "kernels/kernel/decode_plan.hpp"
 #include "kernels/kernel/fwd_kernel.cuh"
 
@@ -24,11 +25,12 @@ namespace fmha::kernel {
 constexpr int kDecodeBlockM = 64;
 
 /// The decode kernels' configuration: the forward's with one consumer warpgroup, plus the TMA box of paged caches
-/// (PagedKVSource): 16 keys, the first 16 rows of a K/V stage's layout.
-template <class Element_, int HeadDim>
+/// (PagedKVSource): PageBoxRows keys, the first PageBoxRows rows of a K/V stage's layout. Boxes of 16 keys serve
+/// pages that are a multiple of 16 keys; boxes of one key serve every other page size.
+template <class Element_, int HeadDim, int PageBoxRows = 16>
 struct DecodeConfig : FwdConfig<Element_, HeadDim, kDecodeBlockM> {
   using Base = FwdConfig<Element_, HeadDim, kDecodeBlockM>;
-  static constexpr int kPageBoxRows = 16;
+  static constexpr int kPageBoxRows = PageBoxRows;
   static constexpr int kAtomCols = 64;  // columns of the K/V layout's swizzle atom (128 bytes of 16-bit elements)
   static_assert(sizeof(Element_) == 2 && HeadDim % kAtomCols == 0, "decode: 16-bit elements, head-dim tiles of 64");
   using SmemLayoutKBox = decltype(composition(
