@@ -15,7 +15,7 @@ TEST(CombineArgs, BadArgumentsAreNamed) {
   a.splits = 2, a.rows = 10, a.tokens = 1, a.heads = 4, a.head_dim = 64;
   EXPECT_NE(fmha::detail::combine_partials(a, nullptr).message().find("rows: expected a multiple of tokens * heads"),
             std::string::npos);
-  a.rows = 8, a.head_dim = 300;
+  a.rows = 8, a.head_dim = 513;
   EXPECT_NE(fmha::detail::combine_partials(a, nullptr).message().find("head_dim"), std::string::npos);
   a.head_dim = 64;
   EXPECT_NE(fmha::detail::combine_partials(a, nullptr).message().find("o_parts, lse_parts, o: expected non-null"),

@@ -99,6 +99,11 @@ TEST(Combine, MatchesReference) {
       run_case(splits, 3, 4, 5, splits == 17 ? 256 : 128, out, seed++);
       run_case(splits, 1, 1, 7, 40, out, seed++);
     }
+  // MLA decode's V head dim (the latent 512), which its split-KV will combine with this kernel.
+  for (int splits : {2, 17}) {
+    SCOPED_TRACE("MLA latent 512, splits " + std::to_string(splits));
+    run_case(splits, 2, 1, 16, 512, DType::kBF16, seed++);
+  }
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ namespace fmha::detail {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kMaxDim = 256;
+constexpr int kMaxDim = 512;  // MLA decode's latent 512 (V = the latent rows)
 constexpr int kPerLane = kMaxDim / 32;
 
 template <class T>
