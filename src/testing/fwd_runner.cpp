@@ -17,6 +17,7 @@
 #include "reference/dtype.h"
 #include "testing/device_buffer.h"
 #include "testing/gpu_reference.h"
+#include "testing/harness.h"
 
 namespace fmha::testing {
 namespace {
@@ -74,37 +75,17 @@ Status time_launches(const FwdCase& c, FwdParams p, std::vector<void*> set0, std
     select(it);
     if (Status st = fwd(p, stream); !st) return st;
   }
-  cudaEvent_t start, stop;
-  FMHA_TRY_CUDA(cudaEventCreate(&start));
-  FMHA_TRY_CUDA(cudaEventCreate(&stop));
   times.clear();
-  Status st;
-  for (int it = 0; it < c.iterations && st.is_ok(); ++it) {
-    select(it);
-    cudaError_t e = cudaEventRecord(start, stream);
-    if (e == cudaSuccess) st = fwd(p, stream);
-    if (e == cudaSuccess) e = cudaEventRecord(stop, stream);
-    if (e == cudaSuccess) e = cudaEventSynchronize(stop);
-    float ms = 0.f;
-    if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, start, stop);
-    if (e != cudaSuccess && st.is_ok()) st = Status(StatusCode::kCudaError, std::string("timed launch: ") + cudaGetErrorString(e));
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return st;
+  return time_calls(c.iterations, [&](int it) { select(it); return fwd(p, stream); }, nullptr, stream, times);
 }
 
 }  // namespace
 
 std::string FwdOutcome::summary() const {
+  bool more = false;
   std::ostringstream s;
-  if (!status.is_ok()) {
-    s << "status: " << to_string(status.code()) << ": " << status.message();
-    return s.str();
-  }
-  if (!checked) return "ran (not checked)";
-  s << "O: " << o.message << " | LSE: " << lse.message;
+  s << outcome_summary_head(status, checked, o, lse, &more);
+  if (!more) return s.str();
   if (!untouched) s << " | memory outside the valid rows of O or LSE (or a guard band) was written";
   if (!all_written) s << " | some valid elements of O or LSE were never written (still NaN)";
   if (!write_problem.empty()) s << " (" << write_problem << ")";

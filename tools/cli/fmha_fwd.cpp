@@ -108,20 +108,8 @@ void run_fwd(const ParsedOptions& o, Reporter& rep) {
                  {"d", a.d}, {"varlen", a.varlen}, {"mask", fmha::to_string(a.mask)},
                  {"causal_type", fmha::to_string(a.align)}, {"scheduler", o.flag("persistent") ? "persistent" : o.get_string("scheduler")},
                  {"pingpong", o.get_string("pingpong")}};
-  if (!r.status.is_ok()) {
-    rec.tag = r.status.code() == fmha::StatusCode::kNotSupported ? ResultTag::kNotSupported : ResultTag::kFail;
-    rec.message = r.status.message();
-    rep.report(rec);
-    return;
-  }
-  if (!r.times_ms.empty()) {
-    TimingStats t = summarize_times(r.times_ms);
-    rec.time_ms_median = t.median_ms, rec.time_ms_mean = t.mean_ms, rec.time_ms_min = t.min_ms;
-    rec.iterations = t.count;
-    rec.tflops = tflops_per_s(fwd_flops(a), t.mean_ms);
-  } else {
-    rec.tflops = tflops_per_s(fwd_flops(a), 0.0);
-  }
+  if (set_failed_status(rec, r.status)) return rep.report(rec);
+  rec.tflops = tflops_per_s(fwd_flops(a), set_times(rec, r.times_ms));
   rec.extra = {{"flops", fwd_flops(a)}, {"tolerance", o.get_string("tolerance")}};
   if (verify) {
     rec.verified = true;

@@ -1,6 +1,8 @@
 // fmha CLI core: result output, repro lines, JSON and exit codes (see report.h).
 #include "common/report.h"
 
+#include "common/device.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -193,6 +195,21 @@ std::string Reporter::write_json(const std::string& path) const {
   f.close();
   if (!f) return "--json: writing \"" + path + "\" failed: " + std::strerror(errno);
   return "";
+}
+
+double set_times(RunRecord& record, const std::vector<double>& times_ms) {
+  if (times_ms.empty()) return 0.0;
+  const TimingStats t = summarize_times(times_ms);
+  record.time_ms_median = t.median_ms, record.time_ms_mean = t.mean_ms, record.time_ms_min = t.min_ms;
+  record.iterations = t.count;
+  return t.mean_ms;
+}
+
+bool set_failed_status(RunRecord& record, const fmha::Status& status) {
+  if (status.is_ok()) return false;
+  record.tag = status.code() == fmha::StatusCode::kNotSupported ? ResultTag::kNotSupported : ResultTag::kFail;
+  record.message = status.message();
+  return true;
 }
 
 }  // namespace fmha::cli

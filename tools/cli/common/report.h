@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fmha/status.h"
+
 namespace fmha::cli {
 
 /// Process exit codes of every tool.
@@ -89,6 +91,14 @@ struct RunRecord {
   nlohmann::json extra = nlohmann::json::object();    ///< anything else (e.g. per-kernel time breakdown)
   std::string message;             ///< why a run failed or is not supported ("" otherwise)
 };
+
+/// Fills record's time fields (median, mean, min, iterations) from the timed samples in milliseconds; returns the
+/// mean, or 0 when there are none (a rate over it then prints as inf, as the seed's does).
+double set_times(RunRecord& record, const std::vector<double>& times_ms);
+
+/// A run whose library call failed: tags the record NSUP (kNotSupported) or FAIL with the status's message.
+/// Returns false (and leaves the record alone) when `status` is ok.
+bool set_failed_status(RunRecord& record, const fmha::Status& status);
 
 /// Counts outcomes into a process exit code: kExitFailure once any run failed, else kExitOk.
 class ExitTracker {
