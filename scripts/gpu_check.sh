@@ -9,8 +9,11 @@
 #
 # BUILD_DIR default build; OUT_DIR default gpu-results (logs and JSON land there);
 # STEPS: comma list of tests,cli,torch,sanitizer,bench,profile (default: all but profile; torch: the PyTorch package's
-# GPU tests, tests/python/test_torch_gpu.py, with the machine's own torch and BUILD_DIR/python on PYTHONPATH). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
-# FMHA_GTEST_FILTER restricts the GoogleTest cases (default all); FMHA_PROFILE_ARGS picks the profiled problem
+# GPU tests, tests/python/test_torch_gpu.py and the Llama end-to-end test tests/python/test_llama_e2e.py, with the
+# machine's own torch and BUILD_DIR/python on PYTHONPATH). FMHA_BENCH_ARGS adds bench_fwd.py arguments;
+# FMHA_GTEST_FILTER restricts the GoogleTest cases (default all); FMHA_SANITIZER_TOOLS picks the compute-sanitizer
+# tools of the sanitizer step (default "memcheck racecheck synccheck"; one tool each lets three instances with
+# separate OUT_DIRs run side by side); FMHA_PROFILE_ARGS picks the profiled problem
 # (fmha_fwd options). FMHA_FA3_DIR names a FlashAttention-3 build for the benchmark (bench_fwd.py --fa3); while a
 # compile runs on the machine (e.g. that build, started in the background) the benchmark waits, at most
 # FMHA_FA3_WAIT_S seconds (default 420). FMHA_GPU_PACK=1 keeps OUT_DIR to one file, OUT_DIR/gpu_check.tgz, with
@@ -75,6 +78,13 @@ if [[ $steps == *,torch,* ]]; then
     rc=$?
     [ $rc -eq 0 ] || failed=1
     summary+=("torch:       rc=$rc $(grep -E '^(Ran|OK|FAILED)' "$out/torch_gpu.log" | tr '\n' ' ')")
+    # End to end: a small Llama-style decoder with prefill on fmha.attention and generation on fmha.decode
+    # (tests/python/test_llama_e2e.py; needs transformers, which the GPU machines have: a skip is a failure here).
+    PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 "$root/tests/python/test_llama_e2e.py" -v \
+      > "$out/llama_e2e.log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || failed=1
+    summary+=("llama e2e:   rc=$rc $(grep -E '^(Ran|OK|FAILED)|logits max|greedy:' "$out/llama_e2e.log" | tr '\n' ' ')")
     # Host time per eager call against the C API's (bench/torch_overhead.py).
     ho=(); [ -x "$build/bin/fmha_host_overhead" ] && ho=(--host-overhead "$build/bin/fmha_host_overhead" "$build/lib/libfmha_c.so")
     PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 "$root/bench/torch_overhead.py" "${ho[@]}" \
@@ -119,7 +129,9 @@ if [[ $steps == *,sanitizer,* ]]; then
   # splits, cache-only with an empty sequence, three CTAs walking many tiles, and the append in each.
   filter+=':Decode/DecodeCaseTest.MatchesReference/paged16_bf16:Decode/DecodeCaseTest.MatchesReference/strided_extra_slots_fp16'
   filter+=':Decode/DecodeCaseTest.MatchesReference/cache_only_empty_bf16:Decode/DecodeCaseTest.MatchesReference/few_sms_bf16'
-  for tool in memcheck racecheck synccheck; do
+  # Pages of 5 keys (TMA boxes of one key) with splits; the paged producer at MLA's 576-element rows.
+  filter+=':Decode/DecodeCaseTest.MatchesReference/paged5_fp16_d64:MlaParts.*'
+  for tool in ${FMHA_SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
     compute-sanitizer --tool $tool --error-exitcode 99 "$build/tests/fmha_gpu_tests" --gtest_filter="$filter" \
       > "$out/sanitizer_$tool.log" 2>&1
     rc=$?

@@ -280,8 +280,37 @@ class Decode(unittest.TestCase):
         self.run_case(BF16, 2, 8, 2, 128, 2, 512, [300, 77], paged=16, remap=True)
         self.run_case(FP16, 2, 8, 8, 128, 1, 1024, [900, 128], paged=256, splits=4)
 
+    def test_paged_small_pages(self):  # pages of 1 and 5 keys: TMA boxes of one key
+        self.run_case(BF16, 2, 8, 2, 128, 2, 200, [150, 9], paged=1, remap=True)
+        self.run_case(FP16, 2, 8, 4, 64, 1, 512, [400, 33], paged=5, splits=3)
+
     def test_cache_only(self):
         self.run_case(BF16, 2, 8, 2, 128, 3, 256, [100, 2], append=False)
+
+    def test_equals_forward(self):
+        """Decode equals the forward (causal, q-end) on the same keys: its n tokens against a cache of L keys, both
+        cache-only and with the last n keys appended, within twice the forward's own error budget of the fp64
+        reference (each is within one budget of it)."""
+        for dt, b, h, hk, d, n, L in ((BF16, 2, 32, 8, 128, 4, 777), (FP16, 3, 8, 1, 64, 1, 300)):
+            q = rand(b, n, h, d, dtype=dt)
+            k, v = rand(b, L, hk, d, dtype=dt), rand(b, L, hk, d, dtype=dt)
+            o_fwd, lse_fwd = fmha.attention(q, k, v, causal=True, causal_align="q_end", return_lse=True)
+            ref, _ = reference(q, k, v, True, True)
+            low = sdpa_low(q, k, v, True, True)
+            eps = 2.0 ** -8 if dt == BF16 else 2.0 ** -11
+            budget = K_FACTOR * (low.double() - ref).abs().max().item() + 4 * eps * ref.abs().max().item()
+            lens = torch.full((b,), L, device="cuda", dtype=torch.int32)
+            o_only, lse_only = fmha.decode(q, k.clone(), v.clone(), lens, return_lse=True)
+            kc, vc = k.clone(), v.clone()
+            kc[:, L - n:], vc[:, L - n:] = float("nan"), float("nan")  # overwritten by the append
+            o_app, lse_app = fmha.decode(q, kc, vc, lens - n, k_new=k[:, L - n:], v_new=v[:, L - n:],
+                                         return_lse=True)
+            self.assertTrue(torch.equal(kc, k) and torch.equal(vc, v), "caches after the append")
+            lse_fwd_bnh = lse_fwd.transpose(1, 2)  # forward LSE [b, h, s_q] -> decode's [b, n, h]
+            for name, o, lse in (("cache-only", o_only, lse_only), ("append", o_app, lse_app)):
+                err = (o.double() - o_fwd.double()).abs().max().item()
+                self.assertLessEqual(err, 2 * budget, f"{name}: |decode - forward| {err:.3g} > {2 * budget:.3g}")
+                self.assertLessEqual((lse - lse_fwd_bnh).abs().max().item(), 1e-3, f"{name}: LSE")
 
     def test_cuda_graph_replay_new_lengths(self):
         b, h, hk, d, cap = 4, 16, 4, 128, 2048
