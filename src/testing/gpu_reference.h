@@ -1,5 +1,6 @@
 // GPU reference for the tests: the forward attention of the CPU reference (reference/attention.h, ref::fwd) as a
-// plain CUDA kernel, so that large test cases compare every row of O and LSE instead of a sample.
+// plain CUDA kernel, so that large test cases compare every row of O and LSE instead of a sample; and its backward
+// (ref::bwd, gpu_reference_bwd below, in gpu_reference_bwd.cu).
 //
 // Deliberately simple (one CTA per query row and head; scores recomputed in each pass; fp64 arithmetic
 // throughout), so that it is obviously the definition: S = scale · Q·Kᵀ over the keys the mask lets the row see,
@@ -62,5 +63,31 @@ struct GpuRefOutputs {
 /// kCudaError for a failed launch.
 Status gpu_reference_fwd(const GpuRefProblem& p, GpuRefOperand q, GpuRefOperand k, GpuRefOperand v,
                          const GpuRefOutputs& out, cudaStream_t stream = nullptr);
+
+/// The backward references' outputs, fp32 on the device: dQ at ((row0_q[b] + i) · heads_q + h) · head_dim_qk + d;
+/// dK at ((row0_k[b] + j) · heads_kv + hk) · head_dim_qk + d, dV likewise with head_dim_v. Any pointer may be null.
+struct GpuRefBwdOutputs {
+  float* dq_exact = nullptr;
+  float* dk_exact = nullptr;
+  float* dv_exact = nullptr;
+  float* dq_kernel = nullptr;
+  float* dk_kernel = nullptr;
+  float* dv_kernel = nullptr;
+};
+
+/// The backward of the CPU reference (reference/attention.h, ref::bwd) on the current device, on `stream`, both
+/// models in one call, given the forward's O and LSE (the kernel's own, as the backward receives them):
+///   P_ij = exp(scale · q_i·k_j − LSE_i); D_i = Σ dO_i ∘ O_i; dS_ij = P_ij · (dO_i·v_j − D_i);
+///   dQ_i = scale · Σ_j dS_ij k_j;  dK_j = scale · Σ_i dS_ij q_i;  dV_j = Σ_i P_ij dO_i,
+/// over the keys each row sees under the mask; dK and dV summed over the query heads of each GQA group. The kernel
+/// model (ref::Rounding::kKernel) rounds P and dS to the element type before the second products, the exact one
+/// keeps them in fp64; both read the inputs as stored. A row with LSE = −inf contributes nothing (its dQ is 0), a key
+/// no row sees gets dK = dV = 0. lse: device fp32 at (row0_q[b] + i) · heads_q + h. p.last_rows must be 0. Returns
+/// when done (synchronises the stream); kInvalidArgument naming the argument for a bad problem, kCudaError for a
+/// failed launch. tests/gpu/test_gpu_reference.cpp checks it against the CPU reference.
+/// Technique: the standard attention backward (FlashAttention-2, Dao 2023, Algorithm 2), recomputing P from LSE.
+Status gpu_reference_bwd(const GpuRefProblem& p, GpuRefOperand q, GpuRefOperand k, GpuRefOperand v, GpuRefOperand o,
+                         GpuRefOperand d_o, const float* lse, const GpuRefBwdOutputs& out,
+                         cudaStream_t stream = nullptr);
 
 }  // namespace fmha::testing

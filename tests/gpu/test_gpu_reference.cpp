@@ -2,7 +2,8 @@
 // problems of every kind the tests use: dense and varlen with empty entries, no mask and causal (both alignments,
 // fewer and more queries than keys), MHA / GQA / MQA, head dims 8 … 256 and a V head dim unlike Q's, fp16 and bf16,
 // both row-sum models, NaN in memory past the lengths. Both compute in fp64 and return fp32, so they agree to a few
-// fp32 rounding steps; a wrong mask bound, head mapping, stride or rounding model shows as a large difference.
+// fp32 rounding steps; a wrong mask bound, head mapping, stride or rounding model shows as a large difference. The
+// backward reference (gpu_reference_bwd) is checked the same way on the same shapes.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -151,11 +152,127 @@ void run(const RefCase& c) {
   EXPECT_TRUE(differs) << "the exact and kernel-rounding models gave the same O";
 }
 
+/// The backward reference (gpu_reference_bwd) against ref::bwd on the same inputs: Q, K, V, dO random, O the CPU
+/// forward's kernel-model output as stored (rounded to the dtype), LSE its exact one; both models of dQ, dK, dV.
+void run_bwd(const RefCase& c) {
+  const int B = int(c.sq.size());
+  const int sq_max = *std::max_element(c.sq.begin(), c.sq.end()), sk_max = *std::max_element(c.sk.begin(), c.sk.end());
+  const std::vector<int> cu_q = fmha::ref::cumulative(c.sq), cu_k = fmha::ref::cumulative(c.sk);
+  const int rows_q = (c.varlen ? cu_q[B] : B * sq_max) + 2, rows_k = (c.varlen ? cu_k[B] : B * sk_max) + 2;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> q(size_t(rows_q) * c.hq * c.dqk, nan), k(size_t(rows_k) * c.hk * c.dqk, nan),
+      v(size_t(rows_k) * c.hk * c.dv, nan), d_o(size_t(rows_q) * c.hq * c.dv, nan);
+  std::mt19937 rng(std::hash<std::string>{}(c.name + "bwd"));
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto fill = [&](std::vector<float>& t, const std::vector<int>& lens, const std::vector<int>& cu, int dense, int heads,
+                  int d) {
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < lens[b]; ++i)
+        for (int x = 0; x < heads * d; ++x)
+          t[size_t((c.varlen ? cu[b] : b * dense) + i) * heads * d + x] = fmha::ref::round_to(c.dtype, 2.f * normal(rng));
+  };
+  fill(q, c.sq, cu_q, sq_max, c.hq, c.dqk);
+  fill(k, c.sk, cu_k, sk_max, c.hk, c.dqk);
+  fill(v, c.sk, cu_k, sk_max, c.hk, c.dv);
+  fill(d_o, c.sq, cu_q, sq_max, c.hq, c.dv);
+  fmha::ref::AttnShape s;
+  s.batch = B, s.heads_q = c.hq, s.heads_kv = c.hk, s.head_dim_qk = c.dqk, s.head_dim_v = c.dv;
+  s.seqlens_q = c.sq, s.seqlens_k = c.sk, s.mask = c.mask, s.align = c.align, s.dtype = c.dtype;
+  auto view = [&](const float* t, int S, int H, int D, const int* cu) {
+    auto w = c.varlen ? fmha::ref::packed(t, H, D, cu) : fmha::ref::bshd(t, S, H, D);
+    return w;
+  };
+  auto mut = [&](float* t, int S, int H, int D, const int* cu) {
+    return c.varlen ? fmha::ref::packed(t, H, D, cu) : fmha::ref::bshd(t, S, H, D);
+  };
+  const size_t n_o = size_t(rows_q) * c.hq * c.dv, n_l = size_t(rows_q) * c.hq;
+  std::vector<float> o(n_o, 0.f), lse(n_l, 0.f), o_exact_unused(n_o, 0.f);
+  {
+    std::vector<float> lse_k(n_l, 0.f);
+    s.rounding = fmha::ref::Rounding::kKernel;
+    fmha::ref::fwd(s, view(q.data(), sq_max, c.hq, c.dqk, cu_q.data()), view(k.data(), sk_max, c.hk, c.dqk, cu_k.data()),
+                   view(v.data(), sk_max, c.hk, c.dv, cu_k.data()), mut(o.data(), sq_max, c.hq, c.dv, cu_q.data()),
+                   mut(lse_k.data(), sq_max, c.hq, 1, cu_q.data()));
+    s.rounding = fmha::ref::Rounding::kExact;
+    fmha::ref::fwd(s, view(q.data(), sq_max, c.hq, c.dqk, cu_q.data()), view(k.data(), sk_max, c.hk, c.dqk, cu_k.data()),
+                   view(v.data(), sk_max, c.hk, c.dv, cu_k.data()),
+                   mut(o_exact_unused.data(), sq_max, c.hq, c.dv, cu_q.data()),
+                   mut(lse.data(), sq_max, c.hq, 1, cu_q.data()));
+    for (float& x : o) x = fmha::ref::round_to(c.dtype, x);  // O as a kernel stores it
+  }
+  const size_t n_dq = size_t(rows_q) * c.hq * c.dqk, n_dk = size_t(rows_k) * c.hk * c.dqk,
+               n_dv = size_t(rows_k) * c.hk * c.dv;
+  std::vector<float> want[2][3];  // [model][dQ, dK, dV]
+  for (int m = 0; m < 2; ++m) {
+    want[m][0].assign(n_dq, 0.f), want[m][1].assign(n_dk, 0.f), want[m][2].assign(n_dv, 0.f);
+    s.rounding = m ? fmha::ref::Rounding::kKernel : fmha::ref::Rounding::kExact;
+    fmha::ref::bwd(s, view(q.data(), sq_max, c.hq, c.dqk, cu_q.data()), view(k.data(), sk_max, c.hk, c.dqk, cu_k.data()),
+                   view(v.data(), sk_max, c.hk, c.dv, cu_k.data()), view(o.data(), sq_max, c.hq, c.dv, cu_q.data()),
+                   view(d_o.data(), sq_max, c.hq, c.dv, cu_q.data()), view(lse.data(), sq_max, c.hq, 1, cu_q.data()),
+                   mut(want[m][0].data(), sq_max, c.hq, c.dqk, cu_q.data()),
+                   mut(want[m][1].data(), sk_max, c.hk, c.dqk, cu_k.data()),
+                   mut(want[m][2].data(), sk_max, c.hk, c.dv, cu_k.data()));
+  }
+  auto upload = [&](const std::vector<float>& t) {
+    std::vector<uint16_t> b(t.size());
+    for (size_t i = 0; i < t.size(); ++i) b[i] = bits(c.dtype, t[i]);
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, b.size() * 2), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, b.data(), b.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    return p;
+  };
+  void *gq = upload(q), *gk = upload(k), *gv = upload(v), *go = upload(o), *gdo = upload(d_o);
+  float* glse = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&glse), n_l * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(glse, lse.data(), n_l * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const size_t total = 2 * (n_dq + n_dk + n_dv);
+  float* out = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&out), total * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemset(out, 0, total * 4), cudaSuccess);
+  fmha::testing::GpuRefBwdOutputs gout;
+  gout.dq_exact = out, gout.dk_exact = out + n_dq, gout.dv_exact = out + n_dq + n_dk;
+  gout.dq_kernel = gout.dv_exact + n_dv, gout.dk_kernel = gout.dq_kernel + n_dq, gout.dv_kernel = gout.dk_kernel + n_dk;
+  GpuRefProblem g;
+  g.dtype = c.dtype, g.heads_q = c.hq, g.heads_kv = c.hk, g.head_dim_qk = c.dqk, g.head_dim_v = c.dv;
+  g.seqlens_q = c.sq, g.seqlens_k = c.sk, g.mask = c.mask, g.align = c.align;
+  for (int b = 0; b < B; ++b) {
+    g.row0_q.push_back(c.varlen ? cu_q[b] : int64_t(b) * sq_max);
+    g.row0_k.push_back(c.varlen ? cu_k[b] : int64_t(b) * sk_max);
+  }
+  const fmha::Status st = fmha::testing::gpu_reference_bwd(
+      g, GpuRefOperand{gq, int64_t(c.hq) * c.dqk, c.dqk}, GpuRefOperand{gk, int64_t(c.hk) * c.dqk, c.dqk},
+      GpuRefOperand{gv, int64_t(c.hk) * c.dv, c.dv}, GpuRefOperand{go, int64_t(c.hq) * c.dv, c.dv},
+      GpuRefOperand{gdo, int64_t(c.hq) * c.dv, c.dv}, glse, gout);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  std::vector<float> all(total);
+  ASSERT_EQ(cudaMemcpy(all.data(), out, total * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (void* p : {gq, gk, gv, go, gdo, static_cast<void*>(glse), static_cast<void*>(out)}) cudaFree(p);
+  size_t at = 0;
+  const char* names[2][3] = {{"dQ exact", "dK exact", "dV exact"}, {"dQ kernel model", "dK kernel model", "dV kernel model"}};
+  bool differs = false;
+  for (int m = 0; m < 2; ++m)
+    for (int t = 0; t < 3; ++t) {
+      const std::vector<float> got(all.begin() + at, all.begin() + at + want[m][t].size());
+      at += want[m][t].size();
+      EXPECT_EQ(compare(names[m][t], got, want[m][t]), "");
+      if (m == 1 && t == 2)
+        for (size_t i = 0; i < got.size() && !differs; ++i) differs = got[i] != all[n_dq + n_dk + i];
+    }
+  EXPECT_TRUE(differs) << "the exact and kernel-rounding models gave the same dV";
+}
+
 class GpuReferenceTest : public ::testing::TestWithParam<RefCase> {};
 
 TEST_P(GpuReferenceTest, MatchesCpuReference) {
   FMHA_REQUIRE_GPU();
   run(GetParam());
+}
+
+class GpuReferenceBwdTest : public ::testing::TestWithParam<RefCase> {};
+
+TEST_P(GpuReferenceBwdTest, MatchesCpuReference) {
+  FMHA_REQUIRE_GPU();
+  run_bwd(GetParam());
 }
 
 std::vector<RefCase> cases() {
@@ -181,6 +298,17 @@ std::vector<RefCase> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuReferenceTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<RefCase>& i) { return i.param.name; });
+
+/// The backward reference on the same shapes, except the forward-only ones (last_rows, the 66000-entry batch).
+std::vector<RefCase> bwd_cases() {
+  std::vector<RefCase> v;
+  for (const RefCase& c : cases())
+    if (c.last_rows == 0 && c.sq.size() < 1000) v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuReferenceBwdTest, ::testing::ValuesIn(bwd_cases()),
                          [](const ::testing::TestParamInfo<RefCase>& i) { return i.param.name; });
 
 }  // namespace
