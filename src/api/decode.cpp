@@ -23,7 +23,7 @@ constexpr int kDecodeBlockM = 64;   // kernel::kDecodeBlockM (the kernel header 
 constexpr int kDecodeBlockN = 128;  // tiles::fwd_block_n
 constexpr int kMaxNewTokens = 16;
 constexpr int kMaxHeadDim = 128;
-constexpr int64_t kMaxStride = (int64_t(1) << 39) - 8;  // TMA strides are < 2^40 bytes
+constexpr int64_t kMaxStride = detail::kMaxTmaStride;  // TMA strides are < 2^40 bytes
 constexpr int kMaxKeys = std::numeric_limits<int32_t>::max() - 1024;
 
 int decode_tile(int head_dim) { return head_dim <= 64 ? 64 : 128; }

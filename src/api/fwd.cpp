@@ -27,8 +27,6 @@ int fwd_rows_per_tile(const FwdParams& p) {
   return tiles::fwd_rows_per_tile(p.head_dim, p.mask == MaskType::kCausal, p.seqlen_k);
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 using detail::low_hex;
 
 /// The registry key of the unit that runs `p` (validated): its dtypes and head-dim tile.
@@ -37,54 +35,15 @@ detail::KernelKey fwd_key(const FwdParams& p) {
   return {detail::Op::kFwd, p.dtype, p.out_dtype.value_or(p.dtype), tile, tile};
 }
 
-/// Largest stride TMA takes, in elements of 2 bytes (strides are < 2^40 bytes).
-constexpr int64_t kMaxStride = (int64_t(1) << 39) - 8;
-
-/// Pointer and strides of one [rows][heads][head_dim] tensor (batch stride ignored for varlen). Strides must be
-/// positive multiples of 8 elements (16 bytes) below 2^40 bytes; a head or batch stride may be 0 where that mode
-/// has a single entry or the tensor has no rows.
-Status check_tensor(const char* name, const void* ptr, int64_t row, int64_t head, int64_t batch, int heads,
-                    int batches, int64_t rows, bool varlen) {
-  const std::string n(name);
-  if (ptr == nullptr) return bad(n, "a device pointer", "null");
-  if (!aligned16(ptr)) return bad(n, "a 16-byte aligned address", "an address ending in " + low_hex(ptr, 15u));
-  if (row <= 0 || row % 8 != 0 || row > kMaxStride)
-    return bad(n + "_row_stride", "a positive multiple of 8 elements below 2^39", str(row));
-  const int64_t head_min = heads > 1 && rows > 0 ? 8 : 0;
-  if (head < head_min || head % 8 != 0 || head > kMaxStride)
-    return bad(n + "_head_stride", std::string(head_min > 0 ? "a positive" : "a non-negative") +
-                                       " multiple of 8 elements below 2^39", str(head));
-  const int64_t batch_min = batches > 1 && rows > 0 ? 8 : 0;
-  if (!varlen && (batch < batch_min || batch % 8 != 0 || batch > kMaxStride))
-    return bad(n + "_batch_stride", std::string(batch_min > 0 ? "a positive" : "a non-negative") +
-                                        " multiple of 8 elements below 2^39", str(batch));
-  return Status::ok();
-}
-
-/// O is written, so no two of its elements may share an address: with its modes (head dim: extent head_dim,
-/// stride 1), rows, heads and (dense) batch sorted by stride, each stride must be at least the previous stride
-/// times the previous extent. Modes of extent 1 do not matter.
+/// O is written, so no two of its elements may share an address (detail::check_no_overlap over its modes).
 Status check_output_layout(const FwdParams& p, bool varlen) {
-  struct Mode {
-    const char* name;
-    int64_t extent, stride;
-  };
   if ((varlen ? p.total_q : p.seqlen_q) == 0) return Status::ok();  // no rows: nothing is written
-  std::vector<Mode> modes = {{"o_row_stride", varlen ? p.total_q : p.seqlen_q, p.o_row_stride},
-                             {"o_head_stride", p.heads_q, p.o_head_stride}};
+  std::vector<detail::TensorMode> modes = {
+      p.head_dim_v != 0 ? detail::TensorMode{"head_dim_v", p.head_dim_v, 1} : detail::TensorMode{"head_dim", p.head_dim, 1},
+      {"o_row_stride", varlen ? p.total_q : p.seqlen_q, p.o_row_stride},
+      {"o_head_stride", p.heads_q, p.o_head_stride}};
   if (!varlen) modes.push_back({"o_batch_stride", p.batch, p.o_batch_stride});
-  std::vector<Mode> used = {p.head_dim_v != 0 ? Mode{"head_dim_v", p.head_dim_v, 1} : Mode{"head_dim", p.head_dim, 1}};
-  for (const Mode& m : modes)
-    if (m.extent > 1) used.push_back(m);
-  std::sort(used.begin(), used.end(), [](const Mode& a, const Mode& b) { return a.stride < b.stride; });
-  for (size_t i = 1; i < used.size(); ++i) {
-    const int64_t need = used[i - 1].stride * used[i - 1].extent;
-    if (used[i].stride < need)
-      return bad(used[i].name, std::string("≥ ") + str(need) + " (O's " + used[i - 1].name + " × extent " +
-                                   str(used[i - 1].extent) + "), so that no two elements of O overlap",
-                 str(used[i].stride));
-  }
-  return Status::ok();
+  return detail::check_no_overlap("O", modes);
 }
 
 }  // namespace
@@ -160,7 +119,8 @@ Status fwd_validate(const FwdParams& p) {
                             {"v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, rows_k},
                             {"o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, rows_q}};
   for (const Tensor& t : tensors)
-    if (Status s = check_tensor(t.name, t.ptr, t.row, t.head, t.batch, t.heads, batches, t.rows, varlen); !s) return s;
+    if (Status s = detail::check_bshd_tensor(t.name, t.ptr, t.row, t.head, t.batch, t.heads, batches, t.rows, varlen); !s)
+      return s;
   if (Status s = check_output_layout(p, varlen); !s) return s;
   if (p.lse != nullptr && (reinterpret_cast<uintptr_t>(p.lse) & 3u) != 0)
     return bad("lse", "a 4-byte aligned address or null", "an address ending in " + low_hex(p.lse, 3u));

@@ -1,6 +1,7 @@
 // The host spine of every operation (api/host.h).
 #include "api/host.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <vector>
@@ -149,6 +150,44 @@ Status check_workspace(const Workspace& ws, std::size_t needed) {
   if ((reinterpret_cast<uintptr_t>(ws.ptr) & (kWorkspaceAlignment - 1)) != 0)
     return invalid_arg("workspace", "a " + std::to_string(kWorkspaceAlignment) + "-byte aligned address",
                        "an address ending in " + low_hex(ws.ptr, unsigned(kWorkspaceAlignment - 1)));
+  return Status::ok();
+}
+
+Status check_bshd_tensor(const char* name, const void* ptr, int64_t row, int64_t head, int64_t batch, int heads,
+                         int batches, int64_t rows, bool varlen) {
+  const std::string n(name);
+  const auto str = [](int64_t v) { return std::to_string(v); };
+  if (ptr == nullptr) return invalid_arg(n, "a device pointer", "null");
+  if ((reinterpret_cast<uintptr_t>(ptr) & 15u) != 0)
+    return invalid_arg(n, "a 16-byte aligned address", "an address ending in " + low_hex(ptr, 15u));
+  if (row <= 0 || row % 8 != 0 || row > kMaxTmaStride)
+    return invalid_arg(n + "_row_stride", "a positive multiple of 8 elements below 2^39", str(row));
+  const int64_t head_min = heads > 1 && rows > 0 ? 8 : 0;
+  if (head < head_min || head % 8 != 0 || head > kMaxTmaStride)
+    return invalid_arg(n + "_head_stride",
+                       std::string(head_min > 0 ? "a positive" : "a non-negative") + " multiple of 8 elements below 2^39",
+                       str(head));
+  const int64_t batch_min = batches > 1 && rows > 0 ? 8 : 0;
+  if (!varlen && (batch < batch_min || batch % 8 != 0 || batch > kMaxTmaStride))
+    return invalid_arg(n + "_batch_stride",
+                       std::string(batch_min > 0 ? "a positive" : "a non-negative") + " multiple of 8 elements below 2^39",
+                       str(batch));
+  return Status::ok();
+}
+
+Status check_no_overlap(const char* tensor, std::vector<TensorMode> modes) {
+  std::vector<TensorMode> used;
+  for (const TensorMode& m : modes)
+    if (m.extent > 1) used.push_back(m);
+  std::sort(used.begin(), used.end(), [](const TensorMode& a, const TensorMode& b) { return a.stride < b.stride; });
+  for (size_t i = 1; i < used.size(); ++i) {
+    const int64_t need = used[i - 1].stride * used[i - 1].extent;
+    if (used[i].stride < need)
+      return invalid_arg(used[i].name,
+                         "≥ " + std::to_string(need) + " (" + tensor + "'s " + used[i - 1].name + " × extent " +
+                             std::to_string(used[i - 1].extent) + "), so that no two elements of " + tensor + " overlap",
+                         std::to_string(used[i].stride));
+  }
   return Status::ok();
 }
 

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -27,6 +28,27 @@ Status unsupported_arg(const std::string& arg, const std::string& expected, cons
 /// batch, heads_q, heads_kv ≥ 1, heads_kv divides heads_q, head_dim a positive multiple of 8 (kInvalidArgument), and
 /// head_dim ≤ max_head_dim (kNotSupported: no kernel takes it).
 Status check_attention_shape(DType dtype, int batch, int heads_q, int heads_kv, int head_dim, int max_head_dim);
+
+/// Largest stride TMA takes, in elements of 2 bytes (strides are < 2^40 bytes).
+constexpr int64_t kMaxTmaStride = (int64_t(1) << 39) - 8;
+
+/// Pointer and strides of one [rows][heads][head_dim] operand named `name` (errors name "<name>_row_stride" etc.;
+/// the batch stride is ignored for varlen): non-null, 16-byte aligned, strides positive multiples of 8 elements
+/// (16 bytes) below 2^39 elements; a head or batch stride may be 0 where that mode has a single entry or the tensor
+/// has no rows.
+Status check_bshd_tensor(const char* name, const void* ptr, int64_t row, int64_t head, int64_t batch, int heads,
+                         int batches, int64_t rows, bool varlen);
+
+/// One mode of a tensor: extent and stride (elements), and the name its error shows.
+struct TensorMode {
+  const char* name;
+  int64_t extent, stride;
+};
+
+/// A written tensor must not have two elements at one address: with its modes sorted by stride (modes of extent 1
+/// do not matter), each stride must be at least the previous stride times the previous extent. kInvalidArgument
+/// naming the offending mode, e.g. "o_head_stride: expected ≥ 1024 (O's o_row_stride × extent 8), …".
+Status check_no_overlap(const char* tensor, std::vector<TensorMode> modes);
 
 /// ok when `err` is cudaSuccess, else kCudaError "<what>: <CUDA message>"; an error also clears the runtime's
 /// last-error slot, so that none is left behind for the caller's next CUDA call.

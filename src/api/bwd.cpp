@@ -1,0 +1,161 @@
+// Backward attention API: argument validation, the workspace layout and the (not yet built) dispatch. Host only.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "api/host.h"
+#include "fmha/bwd.h"
+
+namespace fmha {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+Status bad(const std::string& arg, const std::string& expected, const std::string& actual) {
+  return detail::invalid_arg(arg, expected, actual);
+}
+
+constexpr int kRowBlock = 128;  // the workspace's rows are padded per entry to whole blocks of this many rows
+constexpr int kMaxLen = std::numeric_limits<int32_t>::max() - 1024;
+
+int head_dim_v_of(const BwdParams& p) { return p.head_dim_v != 0 ? p.head_dim_v : p.head_dim; }
+
+/// Rows of the per-row workspace arrays (D, LSE·log2 e, the dQ accumulator): every entry padded to whole blocks.
+int64_t workspace_rows(const BwdParams& p) {
+  const int64_t b = p.batch > 0 ? p.batch : 0;
+  if (p.cu_seqlens_q) {
+    const int64_t rows = int64_t(p.total_q > 0 ? p.total_q : 0) + kRowBlock * b;
+    return (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
+  }
+  const int64_t sq = p.seqlen_q > 0 ? p.seqlen_q : 0;
+  return b * ((sq + kRowBlock - 1) / kRowBlock) * kRowBlock;
+}
+
+std::size_t align_up(std::size_t x) { return (x + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
+
+}  // namespace
+
+void set_bwd_contiguous_strides(BwdParams& p) {
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t d = p.head_dim, dv = head_dim_v_of(p);
+  const int64_t sq = varlen ? 0 : p.seqlen_q, sk = varlen ? 0 : p.seqlen_k;
+  p.q_row_stride = p.dq_row_stride = int64_t(p.heads_q) * d;
+  p.q_head_stride = p.dq_head_stride = d;
+  p.q_batch_stride = p.dq_batch_stride = sq * p.heads_q * d;
+  p.o_row_stride = p.do_row_stride = int64_t(p.heads_q) * dv;
+  p.o_head_stride = p.do_head_stride = dv;
+  p.o_batch_stride = p.do_batch_stride = sq * p.heads_q * dv;
+  p.k_row_stride = p.dk_row_stride = int64_t(p.heads_kv) * d;
+  p.k_head_stride = p.dk_head_stride = d;
+  p.k_batch_stride = p.dk_batch_stride = sk * p.heads_kv * d;
+  p.v_row_stride = p.dv_row_stride = int64_t(p.heads_kv) * dv;
+  p.v_head_stride = p.dv_head_stride = dv;
+  p.v_batch_stride = p.dv_batch_stride = sk * p.heads_kv * dv;
+}
+
+Status bwd_validate(const BwdParams& p) {
+  // Head dims: up to 128 with V's equal to Q's, or the MLA prefill pair 192 / 128.
+  const bool mla = p.head_dim == 192 && head_dim_v_of(p) == 128;
+  if (Status s = detail::check_attention_shape(p.dtype, p.batch, p.heads_q, p.heads_kv, p.head_dim, mla ? 192 : 128);
+      !s)
+    return s;
+  if (p.head_dim_v < 0 || p.head_dim_v % 8 != 0)
+    return bad("head_dim_v", "0 (= head_dim) or a positive multiple of 8", str(p.head_dim_v));
+  if (!mla && head_dim_v_of(p) != p.head_dim)
+    return detail::unsupported_arg("head_dim_v",
+                                   "0 or head_dim (" + str(p.head_dim) + "), or 128 with head_dim 192 (MLA prefill)",
+                                   str(p.head_dim_v));
+  if (p.seqlen_q < 0 || p.seqlen_q > kMaxLen) return bad("seqlen_q", "in [0, " + str(kMaxLen) + "]", str(p.seqlen_q));
+  if (p.seqlen_k < 0 || p.seqlen_k > kMaxLen) return bad("seqlen_k", "in [0, " + str(kMaxLen) + "]", str(p.seqlen_k));
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  if (varlen != (p.cu_seqlens_k != nullptr))
+    return bad("cu_seqlens_k", varlen ? "a device pointer (cu_seqlens_q is set)" : "null (cu_seqlens_q is null)",
+               varlen ? "null" : "a pointer");
+  if (varlen) {
+    if (p.total_q < 0 || p.total_q > kMaxLen) return bad("total_q", "in [0, " + str(kMaxLen) + "]", str(p.total_q));
+    if (p.total_k < 0 || p.total_k > kMaxLen) return bad("total_k", "in [0, " + str(kMaxLen) + "]", str(p.total_k));
+    if ((reinterpret_cast<uintptr_t>(p.cu_seqlens_q) & 3u) || (reinterpret_cast<uintptr_t>(p.cu_seqlens_k) & 3u))
+      return bad("cu_seqlens_q / cu_seqlens_k", "4-byte aligned device int arrays", "a misaligned address");
+  }
+  if (int(p.mask) < 0 || int(p.mask) > int(MaskType::kCausal))
+    return bad("mask", "none, residual or causal", str(int(p.mask)));
+  if (int(p.causal_align) < 0 || int(p.causal_align) > int(CausalAlign::kQEnd))
+    return bad("causal_align", "qbegin or qend", str(int(p.causal_align)));
+  if (!(p.softmax_scale >= 0.f) || !std::isfinite(p.softmax_scale))
+    return bad("softmax_scale", "a finite value ≥ 0 (0 = 1/sqrt(head_dim))", std::to_string(p.softmax_scale));
+  if (int(p.algorithm) < 0 || int(p.algorithm) > int(BwdAlgorithm::kTwoPass))
+    return bad("algorithm", "one-pass or two-pass", str(int(p.algorithm)));
+  if (p.sm_count < 0) return bad("sm_count", "≥ 0 (0 = all SMs)", str(p.sm_count));
+
+  const int batches = varlen ? 1 : p.batch;
+  const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
+  struct Tensor {
+    const char* name;
+    const void* ptr;
+    int64_t row, head, batch;
+    int heads;
+    int64_t rows;
+  };
+  const Tensor tensors[] = {
+      {"q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.heads_q, rows_q},
+      {"k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.heads_kv, rows_k},
+      {"v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, rows_k},
+      {"o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, rows_q},
+      {"do", p.d_o, p.do_row_stride, p.do_head_stride, p.do_batch_stride, p.heads_q, rows_q},
+      {"dq", p.dq, p.dq_row_stride, p.dq_head_stride, p.dq_batch_stride, p.heads_q, rows_q},
+      {"dk", p.dk, p.dk_row_stride, p.dk_head_stride, p.dk_batch_stride, p.heads_kv, rows_k},
+      {"dv", p.dv, p.dv_row_stride, p.dv_head_stride, p.dv_batch_stride, p.heads_kv, rows_k}};
+  for (const Tensor& t : tensors)
+    if (Status s = detail::check_bshd_tensor(t.name, t.ptr, t.row, t.head, t.batch, t.heads, batches, t.rows, varlen);
+        !s)
+      return s;
+  // The gradients are written: none of them may have two elements at one address.
+  struct Written {
+    const char* tensor;
+    const char *row_name, *head_name, *batch_name;
+    int64_t rows, row, heads, head, batch;
+    const char* dim_name;
+    int64_t dim;
+  };
+  const int64_t dv = head_dim_v_of(p);
+  const Written written[] = {
+      {"dQ", "dq_row_stride", "dq_head_stride", "dq_batch_stride", rows_q, p.dq_row_stride, p.heads_q,
+       p.dq_head_stride, p.dq_batch_stride, "head_dim", p.head_dim},
+      {"dK", "dk_row_stride", "dk_head_stride", "dk_batch_stride", rows_k, p.dk_row_stride, p.heads_kv,
+       p.dk_head_stride, p.dk_batch_stride, "head_dim", p.head_dim},
+      {"dV", "dv_row_stride", "dv_head_stride", "dv_batch_stride", rows_k, p.dv_row_stride, p.heads_kv,
+       p.dv_head_stride, p.dv_batch_stride, "head_dim_v", dv}};
+  for (const Written& w : written) {
+    if (w.rows == 0) continue;
+    std::vector<detail::TensorMode> modes = {{w.dim_name, w.dim, 1}, {w.row_name, w.rows, w.row}, {w.head_name, w.heads, w.head}};
+    if (!varlen) modes.push_back({w.batch_name, p.batch, w.batch});
+    if (Status s = detail::check_no_overlap(w.tensor, modes); !s) return s;
+  }
+  if (p.lse == nullptr) return bad("lse", "the forward's LSE (a device pointer)", "null");
+  if ((reinterpret_cast<uintptr_t>(p.lse) & 3u) != 0)
+    return bad("lse", "a 4-byte aligned address", "an address ending in " + detail::low_hex(p.lse, 3u));
+  return Status::ok();
+}
+
+std::size_t bwd_workspace_size(const BwdParams& p) {
+  const std::size_t rows = std::size_t(workspace_rows(p)), heads = std::size_t(p.heads_q > 0 ? p.heads_q : 0);
+  const std::size_t d8 = std::size_t(p.head_dim > 0 ? (p.head_dim + 7) / 8 * 8 : 0);
+  std::size_t bytes = 2 * align_up(4 * heads * rows);  // D and LSE · log2(e)
+  if (p.algorithm == BwdAlgorithm::kOnePass) {
+    bytes += align_up(4 * heads * rows * d8);  // the fp32 dQ accumulator
+    if (p.deterministic) bytes += align_up(4 * heads * (rows / kRowBlock));
+  }
+  return bytes;
+}
+
+Status bwd(const BwdParams& p, Workspace workspace, cudaStream_t /*stream*/) {
+  if (Status s = bwd_validate(p); !s) return s;
+  if (Status s = detail::check_workspace(workspace, bwd_workspace_size(p)); !s) return s;
+  return Status(StatusCode::kNotBuilt,
+                "bwd: no backward kernel in this build (the backward is not implemented yet; fmha::bwd_validate and "
+                "fmha::bwd_workspace_size define its interface)");
+}
+
+}  // namespace fmha

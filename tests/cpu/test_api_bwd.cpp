@@ -1,0 +1,133 @@
+// The backward API without a GPU (include/fmha/bwd.h): argument errors name the argument with expected and actual
+// values, the supported head dims, the workspace size's parts and alignment, and bwd() refusing a short workspace
+// before it reports that no backward kernel is built yet.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fmha/bwd.h"
+
+namespace {
+
+alignas(256) char buf[256];
+
+/// A valid dense problem on placeholder (aligned, never dereferenced) pointers.
+fmha::BwdParams base() {
+  fmha::BwdParams p;
+  p.batch = 2, p.heads_q = 8, p.heads_kv = 2, p.head_dim = 128, p.seqlen_q = 300, p.seqlen_k = 500;
+  p.q = p.k = p.v = p.o = p.d_o = buf;
+  p.dq = p.dk = p.dv = buf;
+  p.lse = reinterpret_cast<const float*>(buf);
+  fmha::set_bwd_contiguous_strides(p);
+  return p;
+}
+
+void expect_status(const fmha::BwdParams& p, fmha::StatusCode code, const std::string& arg) {
+  const fmha::Status s = fmha::bwd_validate(p);
+  EXPECT_EQ(s.code(), code) << arg << ": " << s.message();
+  EXPECT_EQ(s.message().rfind(arg + ":", 0), 0u) << "expected the message to start with '" << arg << ":', got '"
+                                                 << s.message() << "'";
+}
+void expect_error(const fmha::BwdParams& p, const std::string& arg) {
+  expect_status(p, fmha::StatusCode::kInvalidArgument, arg);
+}
+
+TEST(ApiBwd, ValidProblems) {
+  EXPECT_TRUE(fmha::bwd_validate(base()).is_ok()) << fmha::bwd_validate(base()).message();
+  auto p = base();
+  p.head_dim = 64;
+  fmha::set_bwd_contiguous_strides(p);
+  EXPECT_TRUE(fmha::bwd_validate(p).is_ok());
+  p = base(), p.head_dim = 192, p.head_dim_v = 128, p.heads_kv = 8;  // MLA prefill
+  fmha::set_bwd_contiguous_strides(p);
+  EXPECT_TRUE(fmha::bwd_validate(p).is_ok()) << fmha::bwd_validate(p).message();
+  p = base(), p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(buf), p.total_q = 900, p.total_k = 1000;
+  p.mask = fmha::MaskType::kCausal, p.causal_align = fmha::CausalAlign::kQEnd;
+  fmha::set_bwd_contiguous_strides(p);
+  EXPECT_TRUE(fmha::bwd_validate(p).is_ok()) << fmha::bwd_validate(p).message();
+  p = base(), p.seqlen_q = 0, p.seqlen_k = 0;  // empty problems are valid
+  EXPECT_TRUE(fmha::bwd_validate(p).is_ok());
+}
+
+TEST(ApiBwd, ArgumentErrorsNameTheArgument) {
+  auto p = base();
+  p.heads_kv = 3;
+  expect_error(p, "heads_q % heads_kv");
+  p = base(), p.head_dim = 100;
+  expect_error(p, "head_dim");
+  p = base(), p.head_dim_v = 12;
+  expect_error(p, "head_dim_v");
+  p = base(), p.seqlen_q = -1;
+  expect_error(p, "seqlen_q");
+  p = base(), p.cu_seqlens_q = reinterpret_cast<const int*>(buf);
+  expect_error(p, "cu_seqlens_k");
+  p = base(), p.softmax_scale = -1.f;
+  expect_error(p, "softmax_scale");
+  p = base(), p.lse = nullptr;
+  expect_error(p, "lse");
+  p = base(), p.lse = reinterpret_cast<const float*>(buf + 2);
+  expect_error(p, "lse");
+  p = base(), p.d_o = nullptr;
+  expect_error(p, "do");
+  p = base(), p.dk = buf + 8;
+  expect_error(p, "dk");
+  p = base(), p.dv_row_stride = 100;
+  expect_error(p, "dv_row_stride");
+  p = base(), p.dq_head_stride = 64;  // heads 64 elements apart, each 128 wide: dQ's elements would overlap
+  expect_error(p, "dq_head_stride");
+  p = base(), p.dk_batch_stride = 8;
+  expect_error(p, "dk_batch_stride");
+  p = base(), p.sm_count = -2;
+  expect_error(p, "sm_count");
+  p = base(), p.algorithm = static_cast<fmha::BwdAlgorithm>(7);
+  expect_error(p, "algorithm");
+}
+
+TEST(ApiBwd, UnsupportedShapesAreNotSupported) {
+  auto p = base();
+  p.dtype = fmha::DType::kFP32;
+  EXPECT_EQ(fmha::bwd_validate(p).code(), fmha::StatusCode::kNotSupported);
+  p = base(), p.head_dim = 256;
+  fmha::set_bwd_contiguous_strides(p);
+  expect_status(p, fmha::StatusCode::kNotSupported, "head_dim");
+  p = base(), p.head_dim = 64, p.head_dim_v = 128;
+  fmha::set_bwd_contiguous_strides(p);
+  expect_status(p, fmha::StatusCode::kNotSupported, "head_dim_v");
+  p = base(), p.head_dim = 192;  // 192 needs head_dim_v 128
+  fmha::set_bwd_contiguous_strides(p);
+  expect_status(p, fmha::StatusCode::kNotSupported, "head_dim");
+}
+
+TEST(ApiBwd, WorkspaceSize) {
+  auto p = base();  // dense: 2 entries × ceil(300 / 128) · 128 = 768 rows, 8 heads, head dim 128
+  const size_t rows = 2 * 384, heads = 8;
+  const size_t one_pass = 2 * 4 * heads * rows + 4 * heads * rows * 128;
+  EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass);
+  EXPECT_EQ(fmha::bwd_workspace_size(p) % fmha::kWorkspaceAlignment, 0u);
+  p.deterministic = true;
+  EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass + 256);  // 4 · 8 · 768 / 128 = 192 bytes, padded to 256
+  p.algorithm = fmha::BwdAlgorithm::kTwoPass;  // no dQ accumulator (nor counters)
+  EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
+  p = base(), p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(buf), p.total_q = 900, p.total_k = 1000;
+  // varlen: 900 + 128 · 2 = 1156 rows, rounded up to 1280
+  EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * 1280 + 4 * heads * 1280 * 128);
+  p = base(), p.seqlen_q = 0;
+  EXPECT_EQ(fmha::bwd_workspace_size(p), 0u);
+}
+
+TEST(ApiBwd, RunChecksTheWorkspaceThenReportsNoKernel) {
+  const auto p = base();
+  const fmha::Status small = fmha::bwd(p, fmha::Workspace{buf, 16});
+  EXPECT_EQ(small.code(), fmha::StatusCode::kInvalidArgument);
+  EXPECT_EQ(small.message().rfind("workspace:", 0), 0u) << small.message();
+  alignas(256) static char ws[1 << 20];
+  fmha::BwdParams q = p;
+  q.seqlen_q = 100, q.batch = 1;  // a workspace that fits the static buffer
+  fmha::set_bwd_contiguous_strides(q);
+  ASSERT_LE(fmha::bwd_workspace_size(q), sizeof(ws));
+  const fmha::Status s = fmha::bwd(q, fmha::Workspace{ws, sizeof(ws)});
+  EXPECT_EQ(s.code(), fmha::StatusCode::kNotBuilt) << s.message();
+  EXPECT_NE(s.message().find("no backward kernel"), std::string::npos) << s.message();
+}
+
+}  // namespace
