@@ -29,7 +29,8 @@ namespace fmha {
 ///  * KV cache, paged (page_table set): k_cache, v_cache [num_pages][page_size][heads_kv][head_dim] (slot stride =
 ///    page stride); key j of entry b lives in page page_table[c · page_table_stride + j / page_size], row
 ///    j % page_size, where c = cache_batch_idx[b] (or b). Any page_size ≥ 1: pages of a multiple of 16 keys are read
-///    in TMA boxes of 16 keys, other sizes in boxes of one key (slower: one TMA and one table read per key).
+///    in TMA boxes of 16 keys, other sizes in boxes of one key (slower: one table read per key and one TMA per key
+///    and 64 columns of the head dim).
 ///  * k_new, v_new (optional, both or neither: the append): [batch][new_tokens][heads_kv][head_dim]. Before the
 ///    attention they are written into the cache at positions seqlens_k[b] … seqlens_k[b] + n − 1 of entry b (in
 ///    place: the caches are outputs then), in a separate kernel on the same stream, so no CTA of the attention reads
@@ -40,7 +41,8 @@ namespace fmha {
 /// value gives a wrong result for its entry but never a read or write outside the tensors (an append past the
 /// capacity is dropped). Cache rows past L_b are never read into a result, even when they hold NaN.
 /// Alignment: every pointer 16-byte aligned (lse, seqlens_k, cache_batch_idx, page_table 4-byte); strides positive
-/// multiples of 8 elements below 2^39 (a mode of extent 1 may have stride 0).
+/// multiples of 8 elements below 2^39 (a mode of extent 1 may have stride 0, except the caches' row stride, also with
+/// page_size 1).
 /// Dtypes: fp16 or bf16 for q, caches, k_new, v_new and o; fp32 accumulation. Head dims: multiples of 8 up to 128
 /// (tiles 64 and 128). new_tokens 1 … 16 (with an append at most the keys a sequence's cache holds); heads_kv
 /// divides heads_q. The device values must not change while a decode that reads them runs (like any input): the

@@ -88,6 +88,13 @@ Status bwd_validate(const BwdParams& p) {
   if (int(p.algorithm) < 0 || int(p.algorithm) > int(BwdAlgorithm::kTwoPass))
     return bad("algorithm", "one-pass or two-pass", str(int(p.algorithm)));
   if (p.sm_count < 0) return bad("sm_count", "≥ 0 (0 = all SMs)", str(p.sm_count));
+  // The kernels will step 32-bit tile indices (as the forward's): at most 2^30 row blocks and key blocks.
+  const int64_t q_tiles = int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + kRowBlock - 1) / kRowBlock);
+  if (q_tiles > (int64_t(1) << 30))
+    return bad("batch × heads_q × ceil(seqlen_q / " + str(kRowBlock) + ")", "≤ 2^30 row blocks", str(q_tiles));
+  const int64_t k_tiles = int64_t(p.batch) * p.heads_kv * ((int64_t(p.seqlen_k) + kRowBlock - 1) / kRowBlock);
+  if (k_tiles > (int64_t(1) << 30))
+    return bad("batch × heads_kv × ceil(seqlen_k / " + str(kRowBlock) + ")", "≤ 2^30 key blocks", str(k_tiles));
 
   const int batches = varlen ? 1 : p.batch;
   const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;

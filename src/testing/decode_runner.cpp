@@ -112,8 +112,19 @@ struct Problem {
       if (int(c.slot_of.size()) != c.batch)
         throw std::invalid_argument("decode case " + c.name + ": slot_of has " + std::to_string(c.slot_of.size()) +
                                     " entries, expected batch = " + std::to_string(c.batch));
+      std::vector<char> used(slots, 0);
+      for (int s : c.slot_of) {
+        if (s < 0 || s >= slots || used[s])
+          throw std::invalid_argument("decode case " + c.name + ": slot_of holds " + std::to_string(s) +
+                                      ", expected distinct slots in [0, " + std::to_string(slots) + ")");
+        used[s] = 1;
+      }
       slot_of = c.slot_of;
     }
+    for (const std::vector<int>* dv : {&c.device_seqlens, &c.device_slots})
+      if (!dv->empty() && int(dv->size()) != c.batch)
+        throw std::invalid_argument("decode case " + c.name + ": device_seqlens / device_slots have " +
+                                    std::to_string(dv->size()) + " entries, expected batch = " + std::to_string(c.batch));
     if (!c.device_slots.empty())  // the slots the kernel reads: the device values, clamped
       for (int b = 0; b < c.batch; ++b) slot_of[b] = std::min(std::max(c.device_slots[b], 0), slots - 1);
     size_t valid = 0;
@@ -301,7 +312,12 @@ DecodeOutcome run_decode_case(const DecodeCase& c, bool check, cudaStream_t stre
     for (size_t i = 0; i < want_k.size(); ++i)
       out.k_cache_diffs += k_after[i] != want_k[i], out.v_cache_diffs += v_after[i] != want_v[i];
     out.checked = true;
-    for (int it = 0; it < c.repeats; ++it) {  // the same call again: bit for bit the same O, LSE and caches
+    // The same call again on fresh inputs: the caches as before the first call (the appended rows NaN again, so an
+    // attention CTA that read one before the append wrote it would show), O, LSE and the workspace poisoned anew.
+    for (int it = 0; it < c.repeats; ++it) {
+      FMHA_DECODE_TRY(cudaMemcpy(dk.p, pr.k_cache.data(), pr.k_cache.size() * 2, cudaMemcpyHostToDevice));
+      FMHA_DECODE_TRY(cudaMemcpy(dv.p, pr.v_cache.data(), pr.v_cache.size() * 2, cudaMemcpyHostToDevice));
+      FMHA_DECODE_TRY(cudaMemset(ws.p, 0xFF, std::max<size_t>(out.plan.workspace_bytes, 16)));
       FMHA_DECODE_TRY(cudaMemset(dout.p, 0xFF, o_elems * 2));
       FMHA_DECODE_TRY(cudaMemset(dlse.p, 0xFF, lse_elems * 4));
       if (out.status = decode(p, out.plan, w, stream); !out.status) return out;

@@ -45,9 +45,11 @@ struct DecodeCase {
   /// the harness rounds them to the dtype. Default: Gaussian(0, 1) from `seed`.
   std::function<void(const std::string& tensor, std::vector<float>& values)> fill;
   int warmup = 0;               ///< untimed calls after the checked one
-  /// Calls after the checked one (with check) whose O, LSE and caches must equal the checked call's bit for bit:
-  /// the append rewrites the same rows with the same values, so any difference is a race (a CTA reading a row
-  /// while another writes it) or a nondeterministic reduction. Counted in DecodeOutcome::repeat_mismatches.
+  /// Calls after the checked one (with check), each on the inputs as they were before the first call (the caches
+  /// re-uploaded, so the rows the append writes hold NaN again; O, LSE and the workspace poisoned anew), whose O,
+  /// LSE and caches must equal the checked call's bit for bit: a difference is an attention CTA reading a row
+  /// before the append wrote it, a read of uninitialised workspace, or a run-to-run nondeterminism. Counted in
+  /// DecodeOutcome::repeat_mismatches.
   int repeats = 0;
   int iterations = 0;           ///< timed calls (one CUDA-event pair each); 0 = no timing
   /// Called on the stream before each timed call, outside the timed interval (e.g. an L2 flush).

@@ -124,9 +124,9 @@ std::vector<DecodeCase> cases() {
 INSTANTIATE_TEST_SUITE_P(Decode, DecodeCaseTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<DecodeCase>& i) { return i.param.name; });
 
-// The append under stress: 4 new tokens per sequence written by the append kernel while 17 splits per K/V head read
-// the cache (contiguous and 16-key pages, remap), called 40 times: every call gives the first call's O, LSE and
-// caches bit for bit.
+// The append under repetition: 4 new tokens per sequence appended (into rows that hold NaN before every call) and
+// then read by 17 splits per K/V head (contiguous and 16-key pages, remap), 40 calls on fresh inputs: every call
+// gives the first call's O, LSE and caches bit for bit (runner: DecodeCase::repeats).
 TEST(DecodeGpu, AppendRepeatedIsRaceFree) {
   for (int page : {0, 16}) {
     DecodeCase c = make(page ? "append_repeat_paged16" : "append_repeat", DType::kBF16, 4, 16, 4, 128, 4,

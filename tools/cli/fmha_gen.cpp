@@ -17,8 +17,10 @@ using namespace fmha::cli;
 
 namespace {
 
-/// The seed's generators: lengths ~ Normal(k, k/2) redrawn until positive (--varlen), and a random permutation of
-/// the slots (--remap), each from its own fixed seed (std::mt19937_64; the seed's constants, docs/seed.md §2.2).
+/// The seed's generators, drawn the way its example does (docs/seed.md §2.2): lengths int(Normal(k, k / 2)) redrawn
+/// until positive (--varlen) and a shuffled slot permutation (--remap), each from std::mt19937 with the seed's
+/// constant (truncated to the generator's 32-bit seed). std::normal_distribution and std::shuffle are the standard
+/// library's, so the draws equal the seed's where both are built against the same one (libstdc++ here).
 constexpr uint64_t kVarlenSeed = 0x202305151552ull;
 constexpr uint64_t kRemapSeed = 0x202305291305ull;
 
@@ -41,11 +43,11 @@ GenProblem derive(const ParsedOptions& o) {
   g.split = o.get_int("split");
   g.varlen = o.flag("varlen"), g.remap = o.flag("remap"), g.cache_only = o.flag("cache-only");
   g.seqlens.assign(g.b, g.k);
-  if (g.varlen) {
-    std::mt19937_64 gen(kVarlenSeed);
-    std::normal_distribution<double> dist(g.k, g.k / 2.0);
+  if (g.varlen && g.k >= 1) {  // k = 0 with --varlen is refused by check_gen (no positive draw would come)
+    std::mt19937 gen(static_cast<std::mt19937::result_type>(kVarlenSeed));
+    std::normal_distribution<double> dist(g.k, std::max(g.k / 2, 1));  // σ > 0 (k = 1)
     for (int& L : g.seqlens) {
-      do L = int(std::lround(dist(gen)));
+      do L = static_cast<int>(dist(gen));
       while (L <= 0);
     }
   }
@@ -53,7 +55,8 @@ GenProblem derive(const ParsedOptions& o) {
     for (int& L : g.seqlens) L = std::max(L, g.n);
   g.slots.resize(g.b);
   std::iota(g.slots.begin(), g.slots.end(), 0);
-  if (g.remap) std::shuffle(g.slots.begin(), g.slots.end(), std::mt19937_64(kRemapSeed));
+  if (g.remap)
+    std::shuffle(g.slots.begin(), g.slots.end(), std::mt19937(static_cast<std::mt19937::result_type>(kRemapSeed)));
   return g;
 }
 
@@ -81,6 +84,9 @@ fmha::testing::DecodeCase case_from(const ParsedOptions& o, const GenProblem& g)
 /// ToolSpec::check: the library's validation of the run's problem (on placeholder pointers: decode_plan reads none),
 /// before any GPU work; a refusal is a usage error in the options' names.
 std::string check_gen(const ParsedOptions& o) {
+  if (o.flag("varlen") && o.get_int("k") < 1)
+    return "--k: expected ≥ 1 with --varlen (the mean of the lengths, redrawn until positive), got " +
+           std::to_string(o.get_int("k"));
   const GenProblem g = derive(o);
   if (g.h % g.h_k != 0)
     return "--h % --h_k: expected 0, got " + std::to_string(g.h % g.h_k) + " (--h=" + std::to_string(g.h) +
