@@ -18,7 +18,6 @@ Status bad(const std::string& arg, const std::string& expected, const std::strin
 }
 
 constexpr int kRowBlock = 128;  // the workspace's rows are padded per entry to whole blocks of this many rows
-constexpr int kMaxLen = std::numeric_limits<int32_t>::max() - 1024;
 
 int head_dim_v_of(const BwdParams& p) { return p.head_dim_v != 0 ? p.head_dim_v : p.head_dim; }
 
@@ -67,27 +66,13 @@ Status bwd_validate(const BwdParams& p) {
     return detail::unsupported_arg("head_dim_v",
                                    "0 or head_dim (" + str(p.head_dim) + "), or 128 with head_dim 192 (MLA prefill)",
                                    str(p.head_dim_v));
-  if (p.seqlen_q < 0 || p.seqlen_q > kMaxLen) return bad("seqlen_q", "in [0, " + str(kMaxLen) + "]", str(p.seqlen_q));
-  if (p.seqlen_k < 0 || p.seqlen_k > kMaxLen) return bad("seqlen_k", "in [0, " + str(kMaxLen) + "]", str(p.seqlen_k));
+  if (Status s = detail::check_lengths_and_options(p.seqlen_q, p.seqlen_k, p.cu_seqlens_q, p.cu_seqlens_k, p.total_q,
+                                                   p.total_k, p.mask, p.causal_align, p.softmax_scale, p.sm_count);
+      !s)
+    return s;
   const bool varlen = p.cu_seqlens_q != nullptr;
-  if (varlen != (p.cu_seqlens_k != nullptr))
-    return bad("cu_seqlens_k", varlen ? "a device pointer (cu_seqlens_q is set)" : "null (cu_seqlens_q is null)",
-               varlen ? "null" : "a pointer");
-  if (varlen) {
-    if (p.total_q < 0 || p.total_q > kMaxLen) return bad("total_q", "in [0, " + str(kMaxLen) + "]", str(p.total_q));
-    if (p.total_k < 0 || p.total_k > kMaxLen) return bad("total_k", "in [0, " + str(kMaxLen) + "]", str(p.total_k));
-    if ((reinterpret_cast<uintptr_t>(p.cu_seqlens_q) & 3u) || (reinterpret_cast<uintptr_t>(p.cu_seqlens_k) & 3u))
-      return bad("cu_seqlens_q / cu_seqlens_k", "4-byte aligned device int arrays", "a misaligned address");
-  }
-  if (int(p.mask) < 0 || int(p.mask) > int(MaskType::kCausal))
-    return bad("mask", "none, residual or causal", str(int(p.mask)));
-  if (int(p.causal_align) < 0 || int(p.causal_align) > int(CausalAlign::kQEnd))
-    return bad("causal_align", "qbegin or qend", str(int(p.causal_align)));
-  if (!(p.softmax_scale >= 0.f) || !std::isfinite(p.softmax_scale))
-    return bad("softmax_scale", "a finite value ≥ 0 (0 = 1/sqrt(head_dim))", std::to_string(p.softmax_scale));
   if (int(p.algorithm) < 0 || int(p.algorithm) > int(BwdAlgorithm::kTwoPass))
     return bad("algorithm", "one-pass or two-pass", str(int(p.algorithm)));
-  if (p.sm_count < 0) return bad("sm_count", "≥ 0 (0 = all SMs)", str(p.sm_count));
   // The kernels will step 32-bit tile indices (as the forward's): at most 2^30 row blocks and key blocks.
   const int64_t q_tiles = int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + kRowBlock - 1) / kRowBlock);
   if (q_tiles > (int64_t(1) << 30))

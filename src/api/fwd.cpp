@@ -78,25 +78,11 @@ Status fwd_validate(const FwdParams& p) {
                                    std::string("the input dtype (") + to_string(p.dtype) +
                                        "; no forward kernel writes another type yet)",
                                    to_string(*p.out_dtype));
-  if (p.seqlen_q < 0) return bad("seqlen_q", "≥ 0", str(p.seqlen_q));
-  if (p.seqlen_k < 0) return bad("seqlen_k", "≥ 0", str(p.seqlen_k));
-  constexpr int kMaxLen = std::numeric_limits<int32_t>::max() - 1024;  // TMA coordinates and tile indices are int32
-  if (p.seqlen_q > kMaxLen) return bad("seqlen_q", "≤ " + str(kMaxLen), str(p.seqlen_q));
-  if (p.seqlen_k > kMaxLen) return bad("seqlen_k", "≤ " + str(kMaxLen), str(p.seqlen_k));
+  if (Status s = detail::check_lengths_and_options(p.seqlen_q, p.seqlen_k, p.cu_seqlens_q, p.cu_seqlens_k, p.total_q,
+                                                   p.total_k, p.mask, p.causal_align, p.softmax_scale, p.sm_count);
+      !s)
+    return s;
   const bool varlen = p.cu_seqlens_q != nullptr;
-  if (varlen != (p.cu_seqlens_k != nullptr))
-    return bad("cu_seqlens_k", varlen ? "a device pointer (cu_seqlens_q is set)" : "null (cu_seqlens_q is null)",
-               varlen ? "null" : "a pointer");
-  if (varlen) {
-    if (p.total_q < 0 || p.total_q > kMaxLen) return bad("total_q", "in [0, " + str(kMaxLen) + "]", str(p.total_q));
-    if (p.total_k < 0 || p.total_k > kMaxLen) return bad("total_k", "in [0, " + str(kMaxLen) + "]", str(p.total_k));
-  }
-  if (int(p.mask) < 0 || int(p.mask) > int(MaskType::kCausal)) return bad("mask", "none, residual or causal", str(int(p.mask)));
-  if (int(p.causal_align) < 0 || int(p.causal_align) > int(CausalAlign::kQEnd))
-    return bad("causal_align", "qbegin or qend", str(int(p.causal_align)));
-  if (!(p.softmax_scale >= 0.f) || !std::isfinite(p.softmax_scale))
-    return bad("softmax_scale", "a finite value ≥ 0 (0 = 1/sqrt(head_dim))", std::to_string(p.softmax_scale));
-  if (p.sm_count < 0) return bad("sm_count", "≥ 0 (0 = all SMs)", str(p.sm_count));
   if (int(p.scheduler) < 0 || int(p.scheduler) > int(TileScheduler::kPersistent))
     return bad("scheduler", "auto, individual or persistent", str(int(p.scheduler)));
   if (int(p.pingpong) < 0 || int(p.pingpong) > int(Toggle::kOn)) return bad("pingpong", "auto, off or on", str(int(p.pingpong)));
@@ -124,8 +110,6 @@ Status fwd_validate(const FwdParams& p) {
   if (Status s = check_output_layout(p, varlen); !s) return s;
   if (p.lse != nullptr && (reinterpret_cast<uintptr_t>(p.lse) & 3u) != 0)
     return bad("lse", "a 4-byte aligned address or null", "an address ending in " + low_hex(p.lse, 3u));
-  if (varlen && ((reinterpret_cast<uintptr_t>(p.cu_seqlens_q) & 3u) || (reinterpret_cast<uintptr_t>(p.cu_seqlens_k) & 3u)))
-    return bad("cu_seqlens_q / cu_seqlens_k", "4-byte aligned device int arrays", "a misaligned address");
   return Status::ok();
 }
 

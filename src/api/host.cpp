@@ -2,7 +2,9 @@
 #include "api/host.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -150,6 +152,35 @@ Status check_workspace(const Workspace& ws, std::size_t needed) {
   if ((reinterpret_cast<uintptr_t>(ws.ptr) & (kWorkspaceAlignment - 1)) != 0)
     return invalid_arg("workspace", "a " + std::to_string(kWorkspaceAlignment) + "-byte aligned address",
                        "an address ending in " + low_hex(ws.ptr, unsigned(kWorkspaceAlignment - 1)));
+  return Status::ok();
+}
+
+Status check_lengths_and_options(int seqlen_q, int seqlen_k, const int* cu_seqlens_q, const int* cu_seqlens_k,
+                                 int total_q, int total_k, MaskType mask, CausalAlign causal_align,
+                                 float softmax_scale, int sm_count) {
+  const auto str = [](int64_t v) { return std::to_string(v); };
+  constexpr int kMaxLen = std::numeric_limits<int32_t>::max() - 1024;  // TMA coordinates and tile indices are int32
+  if (seqlen_q < 0) return invalid_arg("seqlen_q", "≥ 0", str(seqlen_q));
+  if (seqlen_k < 0) return invalid_arg("seqlen_k", "≥ 0", str(seqlen_k));
+  if (seqlen_q > kMaxLen) return invalid_arg("seqlen_q", "≤ " + str(kMaxLen), str(seqlen_q));
+  if (seqlen_k > kMaxLen) return invalid_arg("seqlen_k", "≤ " + str(kMaxLen), str(seqlen_k));
+  const bool varlen = cu_seqlens_q != nullptr;
+  if (varlen != (cu_seqlens_k != nullptr))
+    return invalid_arg("cu_seqlens_k", varlen ? "a device pointer (cu_seqlens_q is set)" : "null (cu_seqlens_q is null)",
+                       varlen ? "null" : "a pointer");
+  if (varlen) {
+    if (total_q < 0 || total_q > kMaxLen) return invalid_arg("total_q", "in [0, " + str(kMaxLen) + "]", str(total_q));
+    if (total_k < 0 || total_k > kMaxLen) return invalid_arg("total_k", "in [0, " + str(kMaxLen) + "]", str(total_k));
+    if ((reinterpret_cast<uintptr_t>(cu_seqlens_q) & 3u) || (reinterpret_cast<uintptr_t>(cu_seqlens_k) & 3u))
+      return invalid_arg("cu_seqlens_q / cu_seqlens_k", "4-byte aligned device int arrays", "a misaligned address");
+  }
+  if (int(mask) < 0 || int(mask) > int(MaskType::kCausal))
+    return invalid_arg("mask", "none, residual or causal", str(int(mask)));
+  if (int(causal_align) < 0 || int(causal_align) > int(CausalAlign::kQEnd))
+    return invalid_arg("causal_align", "qbegin or qend", str(int(causal_align)));
+  if (!(softmax_scale >= 0.f) || !std::isfinite(softmax_scale))
+    return invalid_arg("softmax_scale", "a finite value ≥ 0 (0 = 1/sqrt(head_dim))", std::to_string(softmax_scale));
+  if (sm_count < 0) return invalid_arg("sm_count", "≥ 0 (0 = all SMs)", str(sm_count));
   return Status::ok();
 }
 

@@ -29,6 +29,14 @@ Status unsupported_arg(const std::string& arg, const std::string& expected, cons
 /// head_dim ≤ max_head_dim (kNotSupported: no kernel takes it).
 Status check_attention_shape(DType dtype, int batch, int heads_q, int heads_kv, int head_dim, int max_head_dim);
 
+/// The lengths and options the forward and the backward share, checked in this order: seqlen_q, seqlen_k in
+/// [0, 2^31 − 1025]; cu_seqlens_k set exactly when cu_seqlens_q is (varlen), then total_q, total_k in the same range
+/// and both arrays 4-byte aligned; mask and causal_align valid enum values; softmax_scale finite and ≥ 0; sm_count
+/// ≥ 0. kInvalidArgument naming the first bad one.
+Status check_lengths_and_options(int seqlen_q, int seqlen_k, const int* cu_seqlens_q, const int* cu_seqlens_k,
+                                 int total_q, int total_k, MaskType mask, CausalAlign causal_align,
+                                 float softmax_scale, int sm_count);
+
 /// Largest stride TMA takes, in elements of 2 bytes (strides are < 2^40 bytes).
 constexpr int64_t kMaxTmaStride = (int64_t(1) << 39) - 8;
 

@@ -2,6 +2,7 @@
 // keys in blocks of kThreads, one key per thread: the max of the scaled scores, then the scores again, the P of each
 // key (both models) into shared memory, and the P·V sums, one output dimension per thread.
 #include "testing/gpu_reference.h"
+#include "testing/gpu_reference_device.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -38,16 +39,8 @@ struct Args {
   GpuRefOutputs out;
 };
 
-__device__ double load(const void* base, int64_t i, bool bf16) {
-  if (bf16) return double(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
-  return double(__half2float(static_cast<const __half*>(base)[i]));
-}
-
-/// P as the kernel model feeds it to P·V: fp32, then rounded to the element type (RNE).
-__device__ double round_p(double p, bool bf16) {
-  const float f = float(p);
-  return bf16 ? double(__bfloat162float(__float2bfloat16_rn(f))) : double(__half2float(__float2half_rn(f)));
-}
+using refdev::load;
+using refdev::round_elem;
 
 /// Block-wide reduction of one double per thread (max or sum); every thread gets the result.
 template <bool kMax>
@@ -111,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) fwd_reference_kernel(Args a) {
     const double t = block_scores(j0);  // ends with a barrier after which the previous block's P is not read
     if (j < hi) {
       const double p = exp(t - m);
-      const double pk = round_p(p, a.bf16);
+      const double pk = round_elem(p, a.bf16);
       p_exact[threadIdx.x] = p;
       p_kernel[threadIdx.x] = pk;
       sum_exact += p;

@@ -11,6 +11,7 @@
 
 #include "api/host.h"
 #include "testing/gpu_reference.h"
+#include "testing/gpu_reference_device.cuh"
 
 namespace fmha::testing {
 namespace {
@@ -34,16 +35,8 @@ struct BwdArgs {
   GpuRefBwdOutputs out;
 };
 
-__device__ double load(const void* base, int64_t i, bool bf16) {
-  if (bf16) return double(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
-  return double(__half2float(static_cast<const __half*>(base)[i]));
-}
-
-/// x as the kernel model feeds it to a second product (P to dV, dS to dQ and dK): fp32, rounded to the element type.
-__device__ double round_elem(double x, bool bf16) {
-  const float f = float(x);
-  return bf16 ? double(__bfloat162float(__float2bfloat16_rn(f))) : double(__half2float(__float2half_rn(f)));
-}
+using refdev::load;
+using refdev::round_elem;
 
 __device__ double warp_sum(double x) {
   for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffff, x, o);

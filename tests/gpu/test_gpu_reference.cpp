@@ -57,6 +57,17 @@ std::string compare(const char* what, const std::vector<float>& got, const std::
   return "";
 }
 
+/// Fills the valid rows of a [rows][heads · d] tensor (entry b's rows from cu[b] when packed, else from b · dense)
+/// with 2 · Normal(0, 1) rounded to the case's dtype; the other rows keep their NaN.
+void fill_rows(const RefCase& c, std::vector<float>& t, const std::vector<int>& lens, const std::vector<int>& cu,
+               int dense, int heads, int d, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (size_t b = 0; b < lens.size(); ++b)
+    for (int i = 0; i < lens[b]; ++i)
+      for (int x = 0; x < heads * d; ++x)
+        t[size_t((c.varlen ? cu[b] : int(b) * dense) + i) * heads * d + x] = fmha::ref::round_to(c.dtype, 2.f * normal(rng));
+}
+
 void run(const RefCase& c) {
   const int B = int(c.sq.size());
   const int sq_max = *std::max_element(c.sq.begin(), c.sq.end()), sk_max = *std::max_element(c.sk.begin(), c.sk.end());
@@ -67,14 +78,8 @@ void run(const RefCase& c) {
   std::vector<float> q(size_t(rows_q) * c.hq * c.dqk, nan), k(size_t(rows_k) * c.hk * c.dqk, nan),
       v(size_t(rows_k) * c.hk * c.dv, nan);
   std::mt19937 rng(std::hash<std::string>{}(c.name));
-  std::normal_distribution<float> normal(0.f, 1.f);
   auto fill = [&](std::vector<float>& t, const std::vector<int>& lens, const std::vector<int>& cu, int dense, int heads,
-                  int d) {
-    for (int b = 0; b < B; ++b)
-      for (int i = 0; i < lens[b]; ++i)
-        for (int x = 0; x < heads * d; ++x)
-          t[size_t((c.varlen ? cu[b] : b * dense) + i) * heads * d + x] = fmha::ref::round_to(c.dtype, 2.f * normal(rng));
-  };
+                  int d) { fill_rows(c, t, lens, cu, dense, heads, d, rng); };
   fill(q, c.sq, cu_q, sq_max, c.hq, c.dqk);
   fill(k, c.sk, cu_k, sk_max, c.hk, c.dqk);
   fill(v, c.sk, cu_k, sk_max, c.hk, c.dv);
@@ -163,14 +168,8 @@ void run_bwd(const RefCase& c) {
   std::vector<float> q(size_t(rows_q) * c.hq * c.dqk, nan), k(size_t(rows_k) * c.hk * c.dqk, nan),
       v(size_t(rows_k) * c.hk * c.dv, nan), d_o(size_t(rows_q) * c.hq * c.dv, nan);
   std::mt19937 rng(std::hash<std::string>{}(c.name + "bwd"));
-  std::normal_distribution<float> normal(0.f, 1.f);
   auto fill = [&](std::vector<float>& t, const std::vector<int>& lens, const std::vector<int>& cu, int dense, int heads,
-                  int d) {
-    for (int b = 0; b < B; ++b)
-      for (int i = 0; i < lens[b]; ++i)
-        for (int x = 0; x < heads * d; ++x)
-          t[size_t((c.varlen ? cu[b] : b * dense) + i) * heads * d + x] = fmha::ref::round_to(c.dtype, 2.f * normal(rng));
-  };
+                  int d) { fill_rows(c, t, lens, cu, dense, heads, d, rng); };
   fill(q, c.sq, cu_q, sq_max, c.hq, c.dqk);
   fill(k, c.sk, cu_k, sk_max, c.hk, c.dqk);
   fill(v, c.sk, cu_k, sk_max, c.hk, c.dv);
