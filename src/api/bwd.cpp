@@ -83,26 +83,18 @@ Status bwd_validate(const BwdParams& p) {
 
   const int batches = varlen ? 1 : p.batch;
   const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
-  struct Tensor {
-    const char* name;
-    const void* ptr;
-    int64_t row, head, batch;
-    int heads;
-    int64_t rows;
-  };
-  const Tensor tensors[] = {
-      {"q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.heads_q, rows_q},
-      {"k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.heads_kv, rows_k},
-      {"v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, rows_k},
-      {"o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, rows_q},
-      {"do", p.d_o, p.do_row_stride, p.do_head_stride, p.do_batch_stride, p.heads_q, rows_q},
-      {"dq", p.dq, p.dq_row_stride, p.dq_head_stride, p.dq_batch_stride, p.heads_q, rows_q},
-      {"dk", p.dk, p.dk_row_stride, p.dk_head_stride, p.dk_batch_stride, p.heads_kv, rows_k},
-      {"dv", p.dv, p.dv_row_stride, p.dv_head_stride, p.dv_batch_stride, p.heads_kv, rows_k}};
-  for (const Tensor& t : tensors)
-    if (Status s = detail::check_bshd_tensor(t.name, t.ptr, t.row, t.head, t.batch, t.heads, batches, t.rows, varlen);
-        !s)
-      return s;
+  if (Status s = detail::check_bshd_tensors(
+          {{"q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.heads_q, rows_q},
+           {"k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.heads_kv, rows_k},
+           {"v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, rows_k},
+           {"o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, rows_q},
+           {"do", p.d_o, p.do_row_stride, p.do_head_stride, p.do_batch_stride, p.heads_q, rows_q},
+           {"dq", p.dq, p.dq_row_stride, p.dq_head_stride, p.dq_batch_stride, p.heads_q, rows_q},
+           {"dk", p.dk, p.dk_row_stride, p.dk_head_stride, p.dk_batch_stride, p.heads_kv, rows_k},
+           {"dv", p.dv, p.dv_row_stride, p.dv_head_stride, p.dv_batch_stride, p.heads_kv, rows_k}},
+          batches, varlen);
+      !s)
+    return s;
   // The gradients are written: none of them may have two elements at one address.
   struct Written {
     const char* tensor;

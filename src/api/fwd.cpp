@@ -93,20 +93,14 @@ Status fwd_validate(const FwdParams& p) {
     return bad("batch × heads_q × ceil(seqlen_q / " + str(block_m) + ")", "≤ 2^30 work tiles", str(work_tiles));
   const int batches = varlen ? 1 : p.batch;
   const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
-  struct Tensor {
-    const char* name;
-    const void* ptr;
-    int64_t row, head, batch;
-    int heads;
-    int64_t rows;
-  };
-  const Tensor tensors[] = {{"q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.heads_q, rows_q},
-                            {"k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.heads_kv, rows_k},
-                            {"v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, rows_k},
-                            {"o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, rows_q}};
-  for (const Tensor& t : tensors)
-    if (Status s = detail::check_bshd_tensor(t.name, t.ptr, t.row, t.head, t.batch, t.heads, batches, t.rows, varlen); !s)
-      return s;
+  if (Status s = detail::check_bshd_tensors(
+          {{"q", p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.heads_q, rows_q},
+           {"k", p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.heads_kv, rows_k},
+           {"v", p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.heads_kv, rows_k},
+           {"o", p.o, p.o_row_stride, p.o_head_stride, p.o_batch_stride, p.heads_q, rows_q}},
+          batches, varlen);
+      !s)
+    return s;
   if (Status s = check_output_layout(p, varlen); !s) return s;
   if (p.lse != nullptr && (reinterpret_cast<uintptr_t>(p.lse) & 3u) != 0)
     return bad("lse", "a 4-byte aligned address or null", "an address ending in " + low_hex(p.lse, 3u));

@@ -206,6 +206,13 @@ Status check_bshd_tensor(const char* name, const void* ptr, int64_t row, int64_t
   return Status::ok();
 }
 
+Status check_bshd_tensors(std::initializer_list<BshdOperand> operands, int batches, bool varlen) {
+  for (const BshdOperand& t : operands)
+    if (Status s = check_bshd_tensor(t.name, t.ptr, t.row, t.head, t.batch, t.heads, batches, t.rows, varlen); !s)
+      return s;
+  return Status::ok();
+}
+
 Status check_no_overlap(const char* tensor, std::vector<TensorMode> modes) {
   std::vector<TensorMode> used;
   for (const TensorMode& m : modes)

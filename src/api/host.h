@@ -47,6 +47,18 @@ constexpr int64_t kMaxTmaStride = (int64_t(1) << 39) - 8;
 Status check_bshd_tensor(const char* name, const void* ptr, int64_t row, int64_t head, int64_t batch, int heads,
                          int batches, int64_t rows, bool varlen);
 
+/// One [rows][heads][head_dim] operand for check_bshd_tensors.
+struct BshdOperand {
+  const char* name;
+  const void* ptr;
+  int64_t row, head, batch;  ///< strides in elements
+  int heads;
+  int64_t rows;
+};
+
+/// check_bshd_tensor for each operand in turn (the first error wins); `batches` entries (1 for varlen).
+Status check_bshd_tensors(std::initializer_list<BshdOperand> operands, int batches, bool varlen);
+
 /// One mode of a tensor: extent and stride (elements), and the name its error shows.
 struct TensorMode {
   const char* name;

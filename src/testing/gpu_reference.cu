@@ -139,16 +139,15 @@ __global__ void __launch_bounds__(kThreads) fwd_reference_kernel(Args a) {
 
 }  // namespace
 
-Status gpu_reference_fwd(const GpuRefProblem& p, GpuRefOperand q, GpuRefOperand k, GpuRefOperand v,
-                         const GpuRefOutputs& out, cudaStream_t stream) {
+Status gpu_ref_validate(const GpuRefProblem& p, int max_head_dim) {
   using detail::invalid_arg;
   const auto str = [](auto x) { return std::to_string(x); };
   if (p.dtype != DType::kFP16 && p.dtype != DType::kBF16)
     return invalid_arg("dtype", "fp16 or bf16", to_string(p.dtype));
-  if (p.head_dim_qk < 1 || p.head_dim_qk > kMaxDim)
-    return invalid_arg("head_dim_qk", "1 … " + str(kMaxDim), str(p.head_dim_qk));
-  if (p.head_dim_v < 1 || p.head_dim_v > kMaxDim)
-    return invalid_arg("head_dim_v", "1 … " + str(kMaxDim), str(p.head_dim_v));
+  if (p.head_dim_qk < 1 || p.head_dim_qk > max_head_dim)
+    return invalid_arg("head_dim_qk", "1 … " + str(max_head_dim), str(p.head_dim_qk));
+  if (p.head_dim_v < 1 || p.head_dim_v > max_head_dim)
+    return invalid_arg("head_dim_v", "1 … " + str(max_head_dim), str(p.head_dim_v));
   if (p.heads_q < 1 || p.heads_kv < 1 || p.heads_q % p.heads_kv != 0)
     return invalid_arg("heads_q % heads_kv", "0 with both ≥ 1", str(p.heads_q) + " % " + str(p.heads_kv));
   const size_t batch = p.seqlens_q.size();
@@ -156,12 +155,18 @@ Status gpu_reference_fwd(const GpuRefProblem& p, GpuRefOperand q, GpuRefOperand 
     return invalid_arg("seqlens_k, row0_q, row0_k sizes", str(batch) + " (the size of seqlens_q)",
                        str(p.seqlens_k.size()) + ", " + str(p.row0_q.size()) + ", " + str(p.row0_k.size()));
   if (!std::isfinite(p.scale)) return invalid_arg("scale", "a finite value (0 = default)", str(p.scale));
-  int max_sq = 0;
-  for (size_t b = 0; b < batch; ++b) {
+  for (size_t b = 0; b < batch; ++b)
     if (p.seqlens_q[b] < 0 || p.seqlens_k[b] < 0)
       return invalid_arg("seqlens[" + str(b) + "]", ">= 0", str(p.seqlens_q[b]) + ", " + str(p.seqlens_k[b]));
-    max_sq = p.seqlens_q[b] > max_sq ? p.seqlens_q[b] : max_sq;
-  }
+  return Status::ok();
+}
+
+Status gpu_reference_fwd(const GpuRefProblem& p, GpuRefOperand q, GpuRefOperand k, GpuRefOperand v,
+                         const GpuRefOutputs& out, cudaStream_t stream) {
+  if (Status s = gpu_ref_validate(p, kMaxDim); !s) return s;
+  const size_t batch = p.seqlens_q.size();
+  int max_sq = 0;
+  for (size_t b = 0; b < batch; ++b) max_sq = p.seqlens_q[b] > max_sq ? p.seqlens_q[b] : max_sq;
   if (batch == 0 || max_sq == 0) return Status::ok();
 
   // The per-entry arrays travel in one device buffer, freed once the kernel has run (stream-ordered).

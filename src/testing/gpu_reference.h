@@ -57,6 +57,10 @@ struct GpuRefOutputs {
   float* lse_kernel = nullptr;
 };
 
+/// The checks both references start with: dtype fp16 or bf16, head dims in [1, max_head_dim], heads_kv dividing
+/// heads_q, the per-entry vectors of one size, a finite scale, lengths ≥ 0. kInvalidArgument naming the argument.
+Status gpu_ref_validate(const GpuRefProblem& p, int max_head_dim);
+
 /// Computes both reference models of `p` on the current device, on `stream`, and returns when they are done (it
 /// synchronises the stream). Returns
 /// kInvalidArgument naming the argument for a bad problem (dtype, head dims, lengths, heads, row0 sizes) and

@@ -149,28 +149,15 @@ Status gpu_reference_bwd(const GpuRefProblem& p, GpuRefOperand q, GpuRefOperand 
                          GpuRefOperand d_o, const float* lse, const GpuRefBwdOutputs& out, cudaStream_t stream) {
   using detail::invalid_arg;
   const auto str = [](auto x) { return std::to_string(x); };
-  if (p.dtype != DType::kFP16 && p.dtype != DType::kBF16)
-    return invalid_arg("dtype", "fp16 or bf16", to_string(p.dtype));
-  if (p.head_dim_qk < 1 || p.head_dim_qk > kMaxDim)
-    return invalid_arg("head_dim_qk", "1 … " + str(kMaxDim), str(p.head_dim_qk));
-  if (p.head_dim_v < 1 || p.head_dim_v > kMaxDim)
-    return invalid_arg("head_dim_v", "1 … " + str(kMaxDim), str(p.head_dim_v));
-  if (p.heads_q < 1 || p.heads_kv < 1 || p.heads_q % p.heads_kv != 0)
-    return invalid_arg("heads_q % heads_kv", "0 with both ≥ 1", str(p.heads_q) + " % " + str(p.heads_kv));
+  if (Status s = gpu_ref_validate(p, kMaxDim); !s) return s;
   if (p.heads_q > 65535) return invalid_arg("heads_q", "≤ 65535", str(p.heads_q));
   const size_t batch = p.seqlens_q.size();
-  if (p.seqlens_k.size() != batch || p.row0_q.size() != batch || p.row0_k.size() != batch)
-    return invalid_arg("seqlens_k, row0_q, row0_k sizes", str(batch) + " (the size of seqlens_q)",
-                       str(p.seqlens_k.size()) + ", " + str(p.row0_q.size()) + ", " + str(p.row0_k.size()));
   if (batch > 65535) return invalid_arg("batch", "≤ 65535", str(batch));
-  if (!std::isfinite(p.scale)) return invalid_arg("scale", "a finite value (0 = default)", str(p.scale));
   if (p.last_rows != 0) return invalid_arg("last_rows", "0 (the backward computes every row)", str(p.last_rows));
   if (!lse) return invalid_arg("lse", "a device pointer", "null");
   int max_sq = 0, max_sk = 0;
   int64_t rows_q = 0;  // Q rows addressed: the D buffer's extent
   for (size_t b = 0; b < batch; ++b) {
-    if (p.seqlens_q[b] < 0 || p.seqlens_k[b] < 0)
-      return invalid_arg("seqlens[" + str(b) + "]", ">= 0", str(p.seqlens_q[b]) + ", " + str(p.seqlens_k[b]));
     max_sq = std::max(max_sq, p.seqlens_q[b]);
     max_sk = std::max(max_sk, p.seqlens_k[b]);
     rows_q = std::max(rows_q, p.row0_q[b] + p.seqlens_q[b]);
