@@ -44,6 +44,14 @@ struct ResidualMask {
 
   /// Whether row i sees key j.
   CUTLASS_DEVICE bool visible(int /*i*/, int j) const { return j < sk; }
+
+  /// The transposed walk (backward): the row blocks [row_block_begin(n0), row_block_end(n0)) of BlockM rows
+  /// are those holding a row that sees a key of the key block [n0, n0 + BlockN); begin == end when none does.
+  CUTLASS_DEVICE int row_block_begin(int /*n0*/) const { return 0; }
+  CUTLASS_DEVICE int row_block_end(int n0) const { return n0 < sk ? (sq + BlockM - 1) / BlockM : 0; }
+  /// Whether the block of rows [i0, i0 + BlockM) and keys [n0, n0 + BlockN) holds a padding row (i ≥ sq) or a
+  /// pair (i, j) that is not visible.
+  CUTLASS_DEVICE bool needs_mask_block(int i0, int n0) const { return i0 + BlockM > sq || n0 + BlockN > sk; }
 };
 
 /// Causal mask: row i sees keys j ≤ i + offset and j < sk. offset = 0 is the q-begin (top-left) alignment,
@@ -71,6 +79,19 @@ struct CausalMask {
 
   /// Whether row i sees key j.
   CUTLASS_DEVICE bool visible(int i, int j) const { return j < sk && j <= i + offset; }
+
+  /// The transposed walk (backward): the row blocks [row_block_begin(n0), row_block_end(n0)) of BlockM rows
+  /// are those holding a row that sees a key of the key block [n0, n0 + BlockN): rows i ≥ n0 − offset, i < sq;
+  /// begin == end when none does.
+  CUTLASS_DEVICE int row_block_begin(int n0) const { return max(0, n0 - offset) / BlockM; }
+  CUTLASS_DEVICE int row_block_end(int n0) const {
+    return n0 < sk && max(0, n0 - offset) < sq ? (sq + BlockM - 1) / BlockM : row_block_begin(n0);
+  }
+  /// Whether the block of rows [i0, i0 + BlockM) and keys [n0, n0 + BlockN) holds a padding row (i ≥ sq) or a
+  /// pair (i, j) that is not visible: its first row does not see its last key.
+  CUTLASS_DEVICE bool needs_mask_block(int i0, int n0) const {
+    return i0 + BlockM > sq || n0 + BlockN > sk || n0 + BlockN - 1 > i0 + offset;
+  }
 };
 
 /// Decode's mask over one key split, in the split's coordinates (key j of the range is key k_begin + j of the

@@ -28,6 +28,7 @@
 #include "kernels/collective/fwd_epilogue.hpp"
 #include "kernels/collective/kv_source.hpp"
 #include "kernels/collective/online_softmax.hpp"
+#include "kernels/collective/warpgroup_gemm.hpp"
 #include "kernels/fusion/mask.hpp"
 #include "kernels/fwd_tiles.h"
 #include "kernels/kernel/tile_scheduler.hpp"
@@ -214,26 +215,6 @@ CUTLASS_DEVICE FwdTile decode_tile(FwdKernelParams<Config> const& p, int t) {
     w.sk = p.order.seqlen_k;
   }
   return w;
-}
-
-/// Issues one warpgroup MMA over all k-blocks; Wait ≥ 0 waits until at most Wait MMA batches remain in flight.
-/// ARegs: A comes from registers (the P·V product), not from shared memory.
-template <bool ZeroInit, int Wait, bool ARegs = false, class Mma, class TA, class TB, class TC>
-CUTLASS_DEVICE void wg_gemm(Mma& mma, TA const& tA, TB const& tB, TC& tC) {
-  constexpr bool kARegs = ARegs;
-  if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(tA));
-  warpgroup_fence_operand(tC);
-  warpgroup_arrive();
-  if constexpr (ZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
-  CUTLASS_PRAGMA_UNROLL
-  for (int k = 0; k < size<2>(tA); ++k) {
-    cute::gemm(mma, tA(_, _, k), tB(_, _, k), tC);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-  if constexpr (Wait >= 0) warpgroup_wait<Wait>();
-  warpgroup_fence_operand(tC);
-  if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(tA));
 }
 
 // Lazy rescaling (collective/online_softmax.hpp): a warp whose rows all kept their max skips the O rescale (warp
