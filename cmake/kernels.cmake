@@ -14,6 +14,7 @@ set(FMHA_MANIFEST_ENTRIES "")
 # Registry enum names of the manifest's words (an unknown word is a configure error, not a silent typo).
 set(FMHA_OP_ENUM_fwd kFwd)
 set(FMHA_OP_ENUM_decode kDecode)
+set(FMHA_OP_ENUM_bwd kBwd)
 set(FMHA_DTYPE_ENUM_fp16 kFP16)
 set(FMHA_DTYPE_ENUM_bf16 kBF16)
 set(FMHA_DTYPE_ENUM_e4m3 kFP8E4M3)

@@ -91,7 +91,7 @@ Status bwd_validate(const BwdParams& p);
 ///   dense: rows = batch · ceil(seqlen_q / 128) · 128; varlen: rows = total_q + 128 · batch, rounded up to 128;
 ///   4 · heads_q · rows (D = Σ dO∘O) + 4 · heads_q · rows (LSE in log2 units)
 ///   + one pass: 4 · heads_q · rows · round_up(head_dim, 8) (the fp32 dQ accumulator)
-///   + deterministic one pass: 4 · heads_q · rows / 128 (the per-row-block order counters).
+///   + deterministic one pass: 4 · heads_q · rows / 64 (the order counters of the kernel's 64-row blocks).
 /// Each part starts on kWorkspaceAlignment (256 bytes). bwd initialises what it reads there on every call and keeps
 /// nothing between calls. Needs no GPU; never fails (for invalid params, what valid ones of that shape need).
 std::size_t bwd_workspace_size(const BwdParams& p);

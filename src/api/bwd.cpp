@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "api/bwd_workspace.h"
 #include "api/host.h"
+#include "api/registry.h"
 #include "fmha/bwd.h"
 
 namespace fmha {
@@ -20,19 +22,6 @@ Status bad(const std::string& arg, const std::string& expected, const std::strin
 constexpr int kRowBlock = 128;  // the workspace's rows are padded per entry to whole blocks of this many rows
 
 int head_dim_v_of(const BwdParams& p) { return p.head_dim_v != 0 ? p.head_dim_v : p.head_dim; }
-
-/// Rows of the per-row workspace arrays (D, LSE·log2 e, the dQ accumulator): every entry padded to whole blocks.
-int64_t workspace_rows(const BwdParams& p) {
-  const int64_t b = p.batch > 0 ? p.batch : 0;
-  if (p.cu_seqlens_q) {
-    const int64_t rows = int64_t(p.total_q > 0 ? p.total_q : 0) + kRowBlock * b;
-    return (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
-  }
-  const int64_t sq = p.seqlen_q > 0 ? p.seqlen_q : 0;
-  return b * ((sq + kRowBlock - 1) / kRowBlock) * kRowBlock;
-}
-
-std::size_t align_up(std::size_t x) { return (x + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
 
 }  // namespace
 
@@ -123,23 +112,38 @@ Status bwd_validate(const BwdParams& p) {
   return Status::ok();
 }
 
-std::size_t bwd_workspace_size(const BwdParams& p) {
-  const std::size_t rows = std::size_t(workspace_rows(p)), heads = std::size_t(p.heads_q > 0 ? p.heads_q : 0);
-  const std::size_t d8 = std::size_t(p.head_dim > 0 ? (p.head_dim + 7) / 8 * 8 : 0);
-  std::size_t bytes = 2 * align_up(4 * heads * rows);  // D and LSE · log2(e)
-  if (p.algorithm == BwdAlgorithm::kOnePass) {
-    bytes += align_up(4 * heads * rows * d8);  // the fp32 dQ accumulator
-    if (p.deterministic) bytes += align_up(4 * heads * (rows / kRowBlock));
-  }
-  return bytes;
+std::size_t bwd_workspace_size(const BwdParams& p) { return detail::bwd_workspace_layout(p).bytes; }
+
+/// The head-dim tile of the unit that runs `p` (validated): 64 or 128; MLA's 192 / 128 has its own key.
+detail::KernelKey bwd_key(const BwdParams& p) {
+  const int dv = head_dim_v_of(p);
+  if (p.head_dim > 128) return {detail::Op::kBwd, p.dtype, p.dtype, p.head_dim, dv};
+  const int tile = p.head_dim <= 64 ? 64 : 128;
+  return {detail::Op::kBwd, p.dtype, p.dtype, tile, tile};
 }
 
-Status bwd(const BwdParams& p, Workspace workspace, cudaStream_t /*stream*/) {
-  if (Status s = bwd_validate(p); !s) return s;
-  if (Status s = detail::check_workspace(workspace, bwd_workspace_size(p)); !s) return s;
-  return Status(StatusCode::kNotBuilt,
-                "bwd: no backward kernel in this build (the backward is not implemented yet; fmha::bwd_validate and "
-                "fmha::bwd_workspace_size define its interface)");
+Status bwd(const BwdParams& params, Workspace workspace, cudaStream_t stream) {
+  if (Status s = bwd_validate(params); !s) return s;
+  if (Status s = detail::check_workspace(workspace, bwd_workspace_size(params)); !s) return s;
+  if (params.algorithm == BwdAlgorithm::kTwoPass)
+    return Status(StatusCode::kNotBuilt, "algorithm: the two-pass backward is not in this version (use kOnePass)");
+  const detail::KernelEntry* e = nullptr;
+  if (Status s = detail::find_built_kernel(bwd_key(params), &e); !s) return s;
+  detail::DeviceInfo dev;
+  if (Status s = detail::current_sm90_device(&dev); !s) return s;
+  if (Status s = detail::check_device_pointers({{"q", params.q}, {"k", params.k}, {"v", params.v}, {"o", params.o},
+                                                {"do", params.d_o}, {"lse", params.lse}, {"dq", params.dq},
+                                                {"dk", params.dk}, {"dv", params.dv},
+                                                {"cu_seqlens_q", params.cu_seqlens_q},
+                                                {"cu_seqlens_k", params.cu_seqlens_k},
+                                                {"workspace", workspace.bytes ? workspace.ptr : nullptr}});
+      !s)
+    return s;
+  BwdParams p = params;
+  if (p.softmax_scale == 0.f) p.softmax_scale = 1.f / std::sqrt(float(p.head_dim));
+  if (p.head_dim_v == 0) p.head_dim_v = p.head_dim;
+  if (p.sm_count <= 0 || p.sm_count > dev.sm_count) p.sm_count = dev.sm_count;
+  return reinterpret_cast<detail::bwd_launch_fn*>(e->launch)(p, workspace.ptr, stream);
 }
 
 }  // namespace fmha

@@ -9,6 +9,7 @@ const char* to_string(Op op) {
   switch (op) {
     case Op::kFwd: return "fwd";
     case Op::kDecode: return "decode";
+    case Op::kBwd: return "bwd";
   }
   return "unknown";
 }

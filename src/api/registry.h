@@ -14,6 +14,7 @@ namespace fmha::detail {
 enum class Op {
   kFwd,     ///< forward attention: fwd_launch_fn
   kDecode,  ///< decode against a KV cache: decode_launch_fn
+  kBwd,     ///< backward attention: bwd_launch_fn
 };
 
 /// "fwd", ...

@@ -1,10 +1,13 @@
 // The backward API without a GPU (include/fmha/bwd.h): argument errors name the argument with expected and actual
-// values, the supported head dims, the workspace size's parts and alignment, and bwd() refusing a short workspace
-// before it reports that no backward kernel is built yet.
+// values, the supported head dims, the workspace size's parts and alignment, and bwd() refusing a short workspace,
+// the two-pass algorithm (not built yet) and, on this machine, a launch without a Hopper GPU.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include <cuda_runtime_api.h>
+
+#include "api/registry.h"
 #include "fmha/bwd.h"
 
 namespace {
@@ -108,7 +111,7 @@ TEST(ApiBwd, WorkspaceSize) {
   EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass);
   EXPECT_EQ(fmha::bwd_workspace_size(p) % fmha::kWorkspaceAlignment, 0u);
   p.deterministic = true;
-  EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass + 256);  // 4 · 8 · 768 / 128 = 192 bytes, padded to 256
+  EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass + 512);  // 4 · 8 · 768 / 64 = 384 bytes, padded to 512
   p.algorithm = fmha::BwdAlgorithm::kTwoPass;  // no dQ accumulator (nor counters)
   EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
   p = base(), p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(buf), p.total_q = 900, p.total_k = 1000;
@@ -118,7 +121,7 @@ TEST(ApiBwd, WorkspaceSize) {
   EXPECT_EQ(fmha::bwd_workspace_size(p), 0u);
 }
 
-TEST(ApiBwd, RunChecksTheWorkspaceThenReportsNoKernel) {
+TEST(ApiBwd, RunChecksTheWorkspaceThenTheDevice) {
   const auto p = base();
   const fmha::Status small = fmha::bwd(p, fmha::Workspace{buf, 16});
   EXPECT_EQ(small.code(), fmha::StatusCode::kInvalidArgument);
@@ -128,9 +131,36 @@ TEST(ApiBwd, RunChecksTheWorkspaceThenReportsNoKernel) {
   q.seqlen_q = 100, q.batch = 1;  // a workspace that fits the static buffer
   fmha::set_bwd_contiguous_strides(q);
   ASSERT_LE(fmha::bwd_workspace_size(q), sizeof(ws));
+  fmha::BwdParams two = q;
+  two.algorithm = fmha::BwdAlgorithm::kTwoPass;
+  const fmha::Status s2 = fmha::bwd(two, fmha::Workspace{ws, sizeof(ws)});
+  EXPECT_EQ(s2.code(), fmha::StatusCode::kNotBuilt) << s2.message();
+  EXPECT_EQ(s2.message().rfind("algorithm:", 0), 0u) << s2.message();
+  // One pass on host buffers: without kernels kNotBuilt; without a Hopper GPU "not supported" naming the device;
+  // with one the host pointer is refused before any launch.
   const fmha::Status s = fmha::bwd(q, fmha::Workspace{ws, sizeof(ws)});
-  EXPECT_EQ(s.code(), fmha::StatusCode::kNotBuilt) << s.message();
-  EXPECT_NE(s.message().find("no backward kernel"), std::string::npos) << s.message();
+  if (std::string(fmha::detail::kernel_set()) == "none") {
+    EXPECT_EQ(s.code(), fmha::StatusCode::kNotBuilt) << s.message();
+    return;
+  }
+  int devices = 0, major = 0, device = 0;
+  const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  if (gpu && cudaGetDevice(&device) == cudaSuccess)
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaGetLastError();
+  if (gpu && major == 9) {
+    EXPECT_EQ(s.code(), fmha::StatusCode::kInvalidArgument) << s.message();
+    EXPECT_EQ(s.message(), "q: expected device-accessible memory, got a host pointer");
+  } else {
+    EXPECT_EQ(s.code(), fmha::StatusCode::kNotSupported) << s.message();
+    EXPECT_EQ(s.message().rfind("device: expected", 0), 0u) << s.message();
+  }
+}
+
+TEST(ApiBwd, ManifestListsTheBackwardUnits) {
+  for (int d : {64, 128})
+    for (fmha::DType t : {fmha::DType::kFP16, fmha::DType::kBF16})
+      EXPECT_NE(fmha::detail::find_kernel({fmha::detail::Op::kBwd, t, t, d, d}), nullptr) << "bwd d" << d;
 }
 
 }  // namespace

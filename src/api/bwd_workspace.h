@@ -1,0 +1,55 @@
+// Internal: the backward's workspace layout, shared by the API layer (bwd_workspace_size) and the kernel unit's
+// launch (kernels/device/bwd_launch.cuh). Header-only so that both g++ and nvcc see one definition.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "fmha/bwd.h"
+
+namespace fmha::detail {
+
+/// Byte offsets of the parts of the backward workspace for `p`, each on kWorkspaceAlignment (256 bytes):
+///   dsum, lse2: float [heads_q][rows] (D = Σ dO∘O; LSE · log2 e);
+///   dq_acc: float [heads_q][rows][d8] (one pass only; d8 = head_dim rounded up to 8);
+///   order: int [heads_q][rows / 64] (one pass, deterministic only: the per-row-block order counters).
+/// rows: dense batch · ceil(seqlen_q / 128) · 128, varlen total_q + 128 · batch rounded up to 128, so that every
+/// entry's rows start on a 64-row boundary with room for its last block (kernel::bwd_workspace_row0).
+struct BwdWorkspaceLayout {
+  int64_t rows = 0;
+  int d8 = 0;
+  std::size_t dsum = 0, lse2 = 0, dq_acc = 0, order = 0;
+  std::size_t bytes = 0;  ///< total
+  bool has_dq_acc = false, has_order = false;
+};
+
+inline BwdWorkspaceLayout bwd_workspace_layout(const BwdParams& p) {
+  constexpr int64_t kRowBlock = 128;
+  auto align = [](std::size_t x) { return (x + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; };
+  BwdWorkspaceLayout l;
+  const int64_t b = p.batch > 0 ? p.batch : 0;
+  if (p.cu_seqlens_q) {
+    l.rows = (int64_t(p.total_q > 0 ? p.total_q : 0) + kRowBlock * b + kRowBlock - 1) / kRowBlock * kRowBlock;
+  } else {
+    const int64_t sq = p.seqlen_q > 0 ? p.seqlen_q : 0;
+    l.rows = b * ((sq + kRowBlock - 1) / kRowBlock) * kRowBlock;
+  }
+  const std::size_t heads = std::size_t(p.heads_q > 0 ? p.heads_q : 0), rows = std::size_t(l.rows);
+  l.d8 = p.head_dim > 0 ? (p.head_dim + 7) / 8 * 8 : 0;
+  l.dsum = 0;
+  l.lse2 = align(4 * heads * rows);
+  l.bytes = l.lse2 + align(4 * heads * rows);
+  l.has_dq_acc = p.algorithm == BwdAlgorithm::kOnePass;
+  if (l.has_dq_acc) {
+    l.dq_acc = l.bytes;
+    l.bytes += align(4 * heads * rows * std::size_t(l.d8));
+    l.has_order = p.deterministic;
+    if (l.has_order) {
+      l.order = l.bytes;
+      l.bytes += align(4 * heads * (rows / 64));
+    }
+  }
+  return l;
+}
+
+}  // namespace fmha::detail

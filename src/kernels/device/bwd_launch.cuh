@@ -1,0 +1,125 @@
+// Host side of the backward: the workspace's parts, the TMA descriptors, and the three launches (pre-pass, main
+// kernel, convert; kernels/kernel/bwd_kernel.cuh) on one stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "api/bwd_workspace.h"
+#include "api/launch.h"
+#include "kernels/kernel/bwd_kernel.cuh"
+
+namespace fmha::device {
+
+using namespace cute;
+
+using detail::cuda_status;
+
+template <class Config, bool Causal>
+Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
+  using Element = typename Config::Element;
+  const bool varlen = a.cu_seqlens_q != nullptr;
+  const detail::BwdWorkspaceLayout layout = detail::bwd_workspace_layout(a);
+  char* ws = static_cast<char*>(workspace);
+  kernel::BwdWorkspace w{};
+  w.dsum = reinterpret_cast<float*>(ws + layout.dsum);
+  w.lse2 = reinterpret_cast<float*>(ws + layout.lse2);
+  w.dq_acc = reinterpret_cast<float*>(ws + layout.dq_acc);
+  w.order = layout.has_order ? reinterpret_cast<int*>(ws + layout.order) : nullptr;
+  w.rows = layout.rows;
+  w.d8 = layout.d8;
+
+  kernel::BwdRowParams<Element> rp{};
+  rp.batch = a.batch, rp.heads_q = a.heads_q, rp.head_dim = a.head_dim, rp.seqlen_q = a.seqlen_q;
+  rp.cu_q = a.cu_seqlens_q, rp.total_q = a.total_q;
+  rp.o = static_cast<const Element*>(a.o), rp.d_o = static_cast<const Element*>(a.d_o);
+  rp.dq = static_cast<Element*>(a.dq);
+  rp.o_row_stride = a.o_row_stride, rp.o_head_stride = a.o_head_stride, rp.o_batch_stride = a.o_batch_stride;
+  rp.do_row_stride = a.do_row_stride, rp.do_head_stride = a.do_head_stride, rp.do_batch_stride = a.do_batch_stride;
+  rp.dq_row_stride = a.dq_row_stride, rp.dq_head_stride = a.dq_head_stride, rp.dq_batch_stride = a.dq_batch_stride;
+  rp.lse = a.lse;
+  rp.scale = a.softmax_scale;
+  rp.ws = w;
+  const unsigned batch_grid = unsigned(std::min(a.batch, 65535));
+  const int rows_q = varlen ? a.total_q : a.seqlen_q;
+  const int rows_k = varlen ? a.total_k : a.seqlen_k;
+
+  if (a.seqlen_q > 0) {
+    const dim3 grid(unsigned((a.seqlen_q + 63) / 64 * 64 / 8), unsigned(a.heads_q), batch_grid);
+    kernel::bwd_prepass_kernel<Element><<<grid, 256, 0, stream>>>(rp);
+    if (Status s = cuda_status(cudaGetLastError(), "launch bwd_prepass_kernel"); !s) return s;
+  }
+
+  // The main kernel: every key block of every entry (dK and dV of keys no row sees, e.g. all of them when there are
+  // no query rows, are written as zeros).
+  const int n_blocks = (a.seqlen_k + Config::kBlockN - 1) / Config::kBlockN;
+  const int64_t tiles = int64_t(n_blocks) * a.heads_kv * a.batch;
+  if (tiles > 0 && rows_k > 0) {
+    // (rows, head dim, heads, batch) views of the caller's tensors, as the forward's (fwd_launch.cuh): varlen
+    // tensors are one packed "batch"; a tensor with no rows gets a one-row view that is never loaded.
+    auto gmem = [&](const void* ptr, int rows, int heads, int64_t rs, int64_t hs, int64_t bs) {
+      const int batches = varlen ? 1 : a.batch;
+      if (rows == 0) {
+        rows = 1;
+        hs = bs = rs;
+      }
+      if (heads == 1 && hs == 0) hs = rs * rows;
+      if (batches == 1) bs = rs * rows;
+      auto shape = typename Config::GmemShape{rows, a.head_dim, heads, batches};
+      auto stride = typename Config::GmemStride{rs, _1{}, hs, bs};
+      return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_layout(shape, stride));
+    };
+    auto mQ = gmem(a.q, rows_q, a.heads_q, a.q_row_stride, a.q_head_stride, a.q_batch_stride);
+    auto mdO = gmem(a.d_o, rows_q, a.heads_q, a.do_row_stride, a.do_head_stride, a.do_batch_stride);
+    auto mK = gmem(a.k, rows_k, a.heads_kv, a.k_row_stride, a.k_head_stride, a.k_batch_stride);
+    auto mV = gmem(a.v, rows_k, a.heads_kv, a.v_row_stride, a.v_head_stride, a.v_batch_stride);
+    using Params = kernel::BwdKernelParams<Config>;
+    Params p{};
+    auto rows_box = Shape<Int<Config::kBlockM>, Int<Config::kHeadDim>>{};
+    auto keys_box = Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{};
+    p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, take<0, 2>(typename Config::SmemLayoutQ{}), rows_box, _1{});
+    p.tma_do = make_tma_copy(SM90_TMA_LOAD{}, mdO, take<0, 2>(typename Config::SmemLayoutQ{}), rows_box, _1{});
+    p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Config::SmemLayoutK{}), keys_box, _1{});
+    p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Config::SmemLayoutK{}), keys_box, _1{});
+    p.shape_q = mQ.shape();
+    p.shape_k = mK.shape();
+    p.dk = static_cast<Element*>(a.dk), p.dv = static_cast<Element*>(a.dv);
+    p.dk_row_stride = a.dk_row_stride, p.dk_head_stride = a.dk_head_stride, p.dk_batch_stride = a.dk_batch_stride;
+    p.dv_row_stride = a.dv_row_stride, p.dv_head_stride = a.dv_head_stride, p.dv_batch_stride = a.dv_batch_stride;
+    p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k;
+    p.heads_kv = a.heads_kv, p.group = a.heads_q / a.heads_kv, p.head_dim = a.head_dim;
+    p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
+    p.n_blocks = n_blocks;
+    p.scale = a.softmax_scale;
+    p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
+    p.causal_qend = a.causal_align == CausalAlign::kQEnd;
+    p.ws = w;
+    auto kernel = kernel::bwd_kernel<Config, Causal>;
+    constexpr int smem = Config::kSmemBytes;
+    if (Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                               "cudaFuncSetAttribute(bwd_kernel, max dynamic shared memory)");
+        !s)
+      return s;
+    kernel<<<unsigned(tiles), Config::kThreads, smem, stream>>>(p);
+    if (Status s = cuda_status(cudaGetLastError(), "launch bwd_kernel"); !s) return s;
+  }
+
+  if (a.seqlen_q > 0) {
+    const int64_t threads = int64_t(a.seqlen_q) * ((a.head_dim + 7) / 8);
+    const dim3 grid(unsigned((threads + 255) / 256), unsigned(a.heads_q), batch_grid);
+    kernel::bwd_convert_kernel<Element><<<grid, 256, 0, stream>>>(rp);
+    if (Status s = cuda_status(cudaGetLastError(), "launch bwd_convert_kernel"); !s) return s;
+  }
+  return Status::ok();
+}
+
+/// Launch function of one (dtype, head-dim tile) backward unit: picks the mask variant.
+template <class Element, int HeadDim>
+Status bwd_launch(const BwdParams& a, void* workspace, cudaStream_t stream) {
+  using Config = kernel::BwdConfig<Element, HeadDim>;
+  if (a.mask == MaskType::kCausal) return bwd_run<Config, true>(a, workspace, stream);
+  return bwd_run<Config, false>(a, workspace, stream);
+}
+
+}  // namespace fmha::device

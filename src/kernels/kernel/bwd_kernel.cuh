@@ -1,0 +1,533 @@
+// Backward attention kernels for sm_90a (the gradients of fwd_kernel.cuh's forward), in three launches:
+//  1. bwd_prepass_kernel: per query row and head, D = Σ dO∘O and LSE · log2(e) into the workspace (+inf for a row
+//     that saw no key, and for the padding rows of each entry's last row block, so that P = 0 there), the fp32 dQ
+//     accumulator and the deterministic order counters zeroed;
+//  2. bwd_kernel: one CTA per (key block of kBlockN keys, K/V head, entry). K and V of the block stay in shared
+//     memory; the producer streams Q, dO (TMA) with LSE · log2 e and D (bulk copies) for every row block of every
+//     query head of the K/V head's group that sees the key block (the mask's transposed walk). Two consumer
+//     warpgroups own 64 keys each and compute, per row block of kBlockM rows:
+//        Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ · scale · log2 e − LSE · log2 e), dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − D),
+//        dV += Pᵀ·dO, dK += dSᵀ·Q (A from registers), dQ = dS·K (dS through shared memory; the head dim split
+//        over the two warpgroups), added into the fp32 accumulator with atomics (ordered per row block by the
+//        counters when deterministic);
+//     then dK · scale and dV (summed over the group's query heads in registers, so GQA needs no atomics) are stored;
+//  3. bwd_convert_kernel: dQ = scale · accumulator in the input type.
+//
+// Technique: FlashAttention-2 (Dao, 2023, Algorithm 2: K-block-major backward, dQ accumulated in fp32) with
+// FlashAttention-3's Hopper structure (Shah et al., 2024: warp-specialised TMA producer, wgmma with the score
+// tile computed transposed so that Pᵀ and dSᵀ feed the dV and dK products from registers). Composed from this
+// library's parts: the dense TMA sources (collective/kv_source.hpp; Q and dO stream as the forward's K and V do),
+// the masks' transposed walk (fusion/mask.hpp), the warpgroup GEMM (collective/warpgroup_gemm.hpp).
+//
+// Warp roles (384 threads): warpgroup 0 the producer (thread 0 issues every load; 24 registers), warpgroups 1 and
+// 2 the consumers (240 registers), keys [64·w, 64·w + 64) of the block for consumer w.
+#pragma once
+
+#include <cuda/atomic>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/gemm/collective/builders/sm90_common.inl>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include "kernels/collective/fragment.hpp"
+#include "kernels/collective/kv_source.hpp"
+#include "kernels/collective/warpgroup_gemm.hpp"
+#include "kernels/fusion/mask.hpp"
+
+namespace fmha::kernel {
+
+using namespace cute;
+
+/// Rows of the workspace's per-row arrays (D, LSE · log2 e, the dQ accumulator) before entry b: entries start on
+/// 64-row boundaries with 128 rows to spare, within the workspace's rows (api/bwd.cpp, bwd_workspace_size):
+/// dense b · ceil(seqlen_q / 128) · 128, varlen round_up(cu_seqlens_q[b], 64) + 128 · b.
+CUTLASS_HOST_DEVICE int64_t bwd_workspace_row0(int b, const int* cu_q, int seqlen_q) {
+  if (cu_q) return int64_t((cu_q[b] + 63) / 64 * 64) + 128 * int64_t(b);
+  return int64_t(b) * ((seqlen_q + 127) / 128 * 128);
+}
+
+/// Compile-time configuration of the backward main kernel: kBlockN keys per CTA (64 per consumer warpgroup),
+/// kBlockM query rows per mainloop step, kStages stages of Q and dO.
+template <class Element_, int HeadDim_>
+struct BwdConfig {
+  using Element = Element_;
+  static constexpr int kHeadDim = HeadDim_;
+  static constexpr int kBlockM = 64;
+  static constexpr int kBlockN = 128;
+  static constexpr int kStages = 2;
+  static constexpr int kConsumerWGs = 2;
+  static constexpr int kThreads = 128 * (kConsumerWGs + 1);
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static_assert(kProducerRegs + kConsumerWGs * kConsumerRegs <= (kConsumerWGs + 1) * (65536 / kThreads / 8 * 8),
+                "backward kernel: register budget over the launch-time pool");
+  static_assert(kHeadDim % 64 == 0 && kHeadDim <= 128, "backward kernel: head-dim tiles 64 and 128");
+
+  using BlkM = Int<kBlockM>;
+  using BlkN = Int<kBlockN>;
+  using HD = Int<kHeadDim>;
+
+  // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: (keys, rows), the keys over the two warpgroups.
+  using MmaSdP = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, BlkM, HD>>(),
+                                         Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
+  // dV += Pᵀ·dO and dK += dSᵀ·Q: (keys, head dim), A from registers, B (dO, Q) viewed head-dim-major.
+  using MmaDKV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, HD, BlkM>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
+  // dQ = dS·K: (rows, head dim), the head dim over the two warpgroups, K viewed head-dim-major.
+  using MmaDQ = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim / kConsumerWGs>, BlkN>, GMMA::Major::K,
+                           GMMA::Major::MN>(),
+      Layout<Shape<_1, Int<kConsumerWGs>, _1>>{}));
+
+  using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkM, HD>());
+  using SmemAtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkN, HD>());
+  using SmemAtomdS =
+      decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkM, BlkN>());
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<BlkM, HD, Int<kStages>>{}));  // Q and dO
+  using SmemLayoutQt = decltype(composition(
+      SmemLayoutQ{}, make_ordered_layout(Shape<HD, BlkM, Int<kStages>>{}, Step<_2, _1, _3>{})));
+  using SmemLayoutK = decltype(tile_to_shape(SmemAtomK{}, Shape<BlkN, HD, _1>{}));  // K and V, one stage
+  using SmemLayoutKt = decltype(composition(SmemLayoutK{},
+                                            make_ordered_layout(Shape<HD, BlkN, _1>{}, Step<_2, _1, _3>{})));
+  // dS of one row block, (rows, keys), two buffers (alternate row blocks), and its (keys, rows) view for the stores.
+  using SmemLayoutdS = decltype(tile_to_shape(SmemAtomdS{}, Shape<BlkM, BlkN, _2>{}));
+  using SmemLayoutdSt = decltype(composition(SmemLayoutdS{},
+                                             make_ordered_layout(Shape<BlkN, BlkM, _2>{}, Step<_2, _1, _3>{})));
+
+  using PipelineQ = cutlass::PipelineTmaAsync<kStages>;   // Q with LSE · log2 e; dO with D
+  using PipelineKV = cutlass::PipelineTmaAsync<1>;        // K and V, once per CTA
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> k;
+    cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> v;
+    cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> d_o;
+    cute::array_aligned<Element, cosize_v<SmemLayoutdS>, 1024> ds;
+    cute::array_aligned<float, kBlockM * kStages, 16> lse2;
+    cute::array_aligned<float, kBlockM * kStages, 16> dsum;
+    typename PipelineQ::SharedStorage pipe_q;
+    typename PipelineQ::SharedStorage pipe_do;
+    typename PipelineKV::SharedStorage pipe_kv;
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= 227 * 1024, "backward kernel: shared memory over the sm_90 limit of 227 KiB");
+
+  static constexpr uint32_t kBytesRows = kBlockM * kHeadDim * sizeof(Element);  // one Q or dO block
+  static constexpr uint32_t kBytesRowValues = kBlockM * sizeof(float);          // its LSE · log2 e or D
+
+  // Global tensors as seen by TMA: (rows, head dim, heads, batch), as the forward's.
+  using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)),
+                                          make_layout(GmemShape{}, GmemStride{})));
+  using TmaRows = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutQ{}),
+                                         Shape<BlkM, HD>{}, _1{}));
+  using TmaKeys = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}),
+                                         Shape<BlkN, HD>{}, _1{}));
+};
+
+/// The workspace of one backward call as the kernels see it (api/bwd.cpp lays it out): per query head h and
+/// workspace row r (bwd_workspace_row0(b) + i for row i of entry b), D and LSE · log2 e at h · rows + r, the dQ
+/// accumulator at (h · rows + r) · d8 + column, the order counter of row block m of entry b at
+/// h · rows / 64 + row0(b) / 64 + m.
+struct BwdWorkspace {
+  float* dsum;
+  float* lse2;
+  float* dq_acc;  ///< null: two-pass (no accumulator)
+  int* order;     ///< null: not deterministic
+  int64_t rows;   ///< rows per head (a multiple of 128)
+  int d8;         ///< row length of the dQ accumulator: head_dim rounded up to 8
+};
+
+/// Arguments of the pre-pass and convert kernels (plain strided tensors, elements).
+template <class Element>
+struct BwdRowParams {
+  int batch, heads_q, head_dim, seqlen_q;  ///< seqlen_q: dense length, or varlen maximum
+  const int* cu_q;                         ///< null: dense
+  int total_q;
+  const Element* o;
+  const Element* d_o;
+  Element* dq;
+  int64_t o_row_stride, o_head_stride, o_batch_stride;
+  int64_t do_row_stride, do_head_stride, do_batch_stride;
+  int64_t dq_row_stride, dq_head_stride, dq_batch_stride;
+  const float* lse;  ///< the forward's: dense [batch][heads_q][seqlen_q], varlen [heads_q][total_q]
+  float scale;
+  BwdWorkspace ws;
+};
+
+/// The pre-pass: one warp per (workspace row of an entry's row blocks, query head); lanes hold 4 columns each
+/// (head dims up to 128). Grid (ceil(ceil(seqlen_q / 64) · 64 / 8), heads_q, min(batch, 65535)), 256 threads.
+template <class Element>
+__global__ void __launch_bounds__(256) bwd_prepass_kernel(BwdRowParams<Element> const p) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int i = blockIdx.x * 8 + warp;
+  const int h = blockIdx.y;
+  for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
+    const int q_off = p.cu_q ? p.cu_q[b] : 0;
+    const int sq = p.cu_q ? p.cu_q[b + 1] - q_off : p.seqlen_q;
+    if (i >= (sq + 63) / 64 * 64) continue;
+    const int64_t r = int64_t(h) * p.ws.rows + bwd_workspace_row0(b, p.cu_q, p.seqlen_q) + i;
+    float dsum = 0.f, lse2 = INFINITY;
+    if (i < sq) {
+      const int64_t row = q_off + i, bb = p.cu_q ? 0 : b;
+      const Element* o = p.o + bb * p.o_batch_stride + row * p.o_row_stride + h * p.o_head_stride;
+      const Element* d_o = p.d_o + bb * p.do_batch_stride + row * p.do_row_stride + h * p.do_head_stride;
+      CUTLASS_PRAGMA_UNROLL
+      for (int c0 = 0; c0 < 128; c0 += 32 * 4) {
+        const int c = c0 + lane * 4;
+        CUTLASS_PRAGMA_UNROLL
+        for (int x = 0; x < 4; ++x)
+          if (c + x < p.head_dim) dsum = fmaf(float(o[c + x]), float(d_o[c + x]), dsum);
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int off = 16; off > 0; off /= 2) dsum += __shfl_xor_sync(0xffffffffu, dsum, off);
+      const float lse = p.cu_q ? p.lse[int64_t(h) * p.total_q + row]
+                               : p.lse[(int64_t(b) * p.heads_q + h) * p.seqlen_q + i];
+      // A row that saw no key (LSE = −inf) gets +inf: exp2(s − inf) = 0, so it contributes nothing.
+      lse2 = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+    }
+    if (lane == 0) {
+      p.ws.dsum[r] = dsum;
+      p.ws.lse2[r] = lse2;
+      if (p.ws.order && i % 64 == 0) p.ws.order[r / 64] = 0;
+    }
+    if (p.ws.dq_acc)
+      for (int c = lane; c < p.ws.d8; c += 32) p.ws.dq_acc[r * p.ws.d8 + c] = 0.f;
+  }
+}
+
+/// The convert kernel: dQ(b, i, h, ·) = scale · accumulator in the input type, 8 columns per thread.
+/// Grid (ceil(seqlen_q · ceil(head_dim / 8) / 256), heads_q, min(batch, 65535)), 256 threads.
+template <class Element>
+__global__ void __launch_bounds__(256) bwd_convert_kernel(BwdRowParams<Element> const p) {
+  const int chunks = (p.head_dim + 7) / 8;
+  const int64_t idx = int64_t(blockIdx.x) * 256 + threadIdx.x;
+  const int i = int(idx / chunks), c = int(idx % chunks) * 8;
+  const int h = blockIdx.y;
+  for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
+    const int q_off = p.cu_q ? p.cu_q[b] : 0;
+    const int sq = p.cu_q ? p.cu_q[b + 1] - q_off : p.seqlen_q;
+    if (i >= sq) continue;
+    const int64_t r = int64_t(h) * p.ws.rows + bwd_workspace_row0(b, p.cu_q, p.seqlen_q) + i;
+    const float4* acc = reinterpret_cast<const float4*>(p.ws.dq_acc + r * p.ws.d8 + c);
+    const float4 a0 = acc[0], a1 = acc[1];
+    cute::array_aligned<Element, 8, 16> out;
+    out[0] = Element(a0.x * p.scale), out[1] = Element(a0.y * p.scale);
+    out[2] = Element(a0.z * p.scale), out[3] = Element(a0.w * p.scale);
+    out[4] = Element(a1.x * p.scale), out[5] = Element(a1.y * p.scale);
+    out[6] = Element(a1.z * p.scale), out[7] = Element(a1.w * p.scale);
+    Element* dq = p.dq + (p.cu_q ? 0 : int64_t(b) * p.dq_batch_stride) + int64_t(q_off + i) * p.dq_row_stride +
+                  int64_t(h) * p.dq_head_stride + c;
+    *reinterpret_cast<uint4*>(dq) = *reinterpret_cast<const uint4*>(out.data());
+  }
+}
+
+/// Kernel parameters of the main backward kernel (a __grid_constant__; TMA descriptors inside).
+template <class Config>
+struct BwdKernelParams {
+  using Element = typename Config::Element;
+  typename Config::TmaRows tma_q;
+  typename Config::TmaRows tma_do;
+  typename Config::TmaKeys tma_k;
+  typename Config::TmaKeys tma_v;
+  typename Config::GmemShape shape_q;  ///< of Q and dO
+  typename Config::GmemShape shape_k;  ///< of K and V
+  Element* dk;
+  Element* dv;
+  int64_t dk_row_stride, dk_head_stride, dk_batch_stride;
+  int64_t dv_row_stride, dv_head_stride, dv_batch_stride;
+  const int* cu_q;  ///< null: dense
+  const int* cu_k;
+  int heads_kv, group, head_dim, seqlen_q, seqlen_k;
+  int n_blocks;      ///< key blocks per entry (of the longest, varlen)
+  float scale_log2;  ///< softmax scale · log2(e)
+  float scale;       ///< softmax scale (dK = scale · Σ dSᵀ·Q)
+  bool causal_qend;
+  BwdWorkspace ws;
+};
+
+/// The main backward kernel: grid n_blocks · heads_kv · batch CTAs (key block fastest, so that with the ordered dQ
+/// accumulation a key block's CTA only ever waits for CTAs of lower index). Causal picks the causal mask.
+template <class Config, bool Causal>
+__global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONSTANT BwdKernelParams<Config> const p) {
+  using Element = typename Config::Element;
+  using SharedStorage = typename Config::SharedStorage;
+  using PipelineQ = typename Config::PipelineQ;
+  using PipelineKV = typename Config::PipelineKV;
+  constexpr int kBlockM = Config::kBlockM;
+  constexpr int kBlockN = Config::kBlockN;
+  constexpr int kHeadDim = Config::kHeadDim;
+  using Mask = FwdMask<kBlockM, kBlockN, Causal>;
+
+  extern __shared__ __align__(1024) char smem_raw[];
+  SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_raw);
+
+  // The tile: key block n of K/V head hk of entry b.
+  const int n_block = int(blockIdx.x % unsigned(p.n_blocks));
+  const int hk = int(blockIdx.x / unsigned(p.n_blocks) % unsigned(p.heads_kv));
+  const int b = int(blockIdx.x / unsigned(p.n_blocks) / unsigned(p.heads_kv));
+  const bool varlen = p.cu_q != nullptr;
+  const int q_off = varlen ? p.cu_q[b] : 0, k_off = varlen ? p.cu_k[b] : 0;
+  const int sq = varlen ? p.cu_q[b + 1] - q_off : p.seqlen_q;
+  const int sk = varlen ? p.cu_k[b + 1] - k_off : p.seqlen_k;
+  const int n0 = n_block * kBlockN;
+  if (n0 >= sk) return;  // no key of the entry in this block (varlen: a shorter entry)
+  const Mask mask = Mask::make(sk, p.causal_qend, 0, sq);
+  const int m_begin = mask.row_block_begin(n0), m_end = mask.row_block_end(n0);
+  const int m_count = m_end - m_begin;
+  const int steps = m_count * p.group;  // (query head of the group, row block) pairs, head-major
+  const int64_t row0 = bwd_workspace_row0(b, p.cu_q, p.seqlen_q);
+  const int bq = varlen ? 0 : b;
+
+  const int warp_group = threadIdx.x / 128;
+  const bool is_producer_thread = threadIdx.x == 0;
+  if (is_producer_thread) {
+    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_do.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+  }
+  using Role = typename PipelineQ::ThreadCategory;
+  typename PipelineQ::Params pq;
+  pq.transaction_bytes = Config::kBytesRows + Config::kBytesRowValues;
+  pq.role = warp_group == 0 ? Role::Producer : Role::Consumer;
+  pq.is_leader = is_producer_thread;
+  pq.num_consumers = 128 * Config::kConsumerWGs;
+  typename PipelineKV::Params pkv;
+  pkv.transaction_bytes = 2 * uint32_t(kBlockN * kHeadDim * sizeof(Element));
+  pkv.role = warp_group == 0 ? PipelineKV::ThreadCategory::Producer : PipelineKV::ThreadCategory::Consumer;
+  pkv.is_leader = is_producer_thread;
+  pkv.num_consumers = 128 * Config::kConsumerWGs;
+  PipelineQ pipe_q(ss.pipe_q, pq, Shape<_1, _1, _1>{});
+  PipelineQ pipe_do(ss.pipe_do, pq, Shape<_1, _1, _1>{});
+  PipelineKV pipe_kv(ss.pipe_kv, pkv, Shape<_1, _1, _1>{});
+  __syncthreads();
+
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Config::SmemLayoutQ{});
+  Tensor sdO = make_tensor(make_smem_ptr(ss.d_o.data()), typename Config::SmemLayoutQ{});
+  Tensor sQt = make_tensor(make_smem_ptr(ss.q.data()), typename Config::SmemLayoutQt{});
+  Tensor sdOt = make_tensor(make_smem_ptr(ss.d_o.data()), typename Config::SmemLayoutQt{});
+  Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Config::SmemLayoutK{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Config::SmemLayoutK{});
+  Tensor sKt = make_tensor(make_smem_ptr(ss.k.data()), typename Config::SmemLayoutKt{});
+  Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename Config::SmemLayoutdS{});
+  Tensor sdSt = make_tensor(make_smem_ptr(ss.ds.data()), typename Config::SmemLayoutdSt{});
+
+  if (warp_group == 0) {
+    // ------------------------------------------------------------------------------------------------ producer
+    cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
+    if (!is_producer_thread || steps == 0) return;
+    Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
+    Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
+    Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
+    Tensor mdO = p.tma_do.get_tma_tensor(p.shape_q);
+    auto key_block = [&](auto& m) {
+      return local_tile(domain_offset(make_coord(k_off, _0{}), m(_, _, hk, bq)), Shape<Int<kBlockN>, Int<kHeadDim>>{},
+                        make_coord(n_block, _0{}));
+    };
+    const auto k_src = make_dense_q_source(p.tma_k, key_block(mK), sK);
+    const auto v_src = make_dense_q_source(p.tma_v, key_block(mV), sV);
+    auto kv_state = cutlass::make_producer_start_state<PipelineKV>();
+    pipe_kv.producer_acquire(kv_state);
+    k_src.load_q(0, *pipe_kv.producer_get_barrier(kv_state));
+    v_src.load_q(0, *pipe_kv.producer_get_barrier(kv_state));
+    auto q_state = cutlass::make_producer_start_state<PipelineQ>();
+    auto do_state = cutlass::make_producer_start_state<PipelineQ>();
+    for (int g = 0; g < p.group; ++g) {
+      const int h = hk * p.group + g;
+      auto row_blocks = [&](auto& m) {
+        return local_tile(domain_offset(make_coord(q_off, _0{}), m(_, _, h, bq)), Shape<Int<kBlockM>, Int<kHeadDim>>{},
+                          make_coord(_, _0{}));
+      };
+      // Q and dO stream as two block sequences, like the forward's K and V.
+      const auto rows = make_dense_kv_source(p.tma_q, p.tma_do, row_blocks(mQ), row_blocks(mdO), sQ, sdO);
+      const int64_t ws_row = int64_t(h) * p.ws.rows + row0;
+      for (int m = m_begin; m < m_end; ++m) {
+        pipe_q.producer_acquire(q_state);
+        uint64_t* bar_q = pipe_q.producer_get_barrier(q_state);
+        rows.load_k(m, q_state.index(), *bar_q);
+        SM90_BULK_COPY_G2S::copy(p.ws.lse2 + ws_row + m * kBlockM, bar_q, ss.lse2.data() + q_state.index() * kBlockM,
+                                 Config::kBytesRowValues);
+        ++q_state;
+        pipe_do.producer_acquire(do_state);
+        uint64_t* bar_do = pipe_do.producer_get_barrier(do_state);
+        rows.load_v(m, do_state.index(), *bar_do);
+        SM90_BULK_COPY_G2S::copy(p.ws.dsum + ws_row + m * kBlockM, bar_do,
+                                 ss.dsum.data() + do_state.index() * kBlockM, Config::kBytesRowValues);
+        ++do_state;
+      }
+    }
+    return;
+  }
+
+  // -------------------------------------------------------------------------------------------------- consumers
+  cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();
+  const int tid = threadIdx.x - 128;  // 0 .. 255 over the two consumer warpgroups
+  constexpr int kConsumerThreads = 128 * Config::kConsumerWGs;
+  constexpr int kBarrierStep = 1;   // named barrier: both consumer warpgroups (dS written, rows zeroed)
+  constexpr int kBarrierOrder = 2;  // named barrier: the ordered dQ accumulation
+  typename Config::MmaSdP mma_sdp;
+  typename Config::MmaDKV mma_dkv;
+  typename Config::MmaDQ mma_dq;
+  auto thr_sdp = mma_sdp.get_thread_slice(tid);
+  auto thr_dkv = mma_dkv.get_thread_slice(tid);
+  auto thr_dq = mma_dq.get_thread_slice(tid);
+
+  Tensor tSrK = thr_sdp.partition_fragment_A(sK(_, _, 0));    // (MMA, M, K)
+  Tensor tdPrV = thr_sdp.partition_fragment_A(sV(_, _, 0));
+  Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);             // (MMA, N, K, stage)
+  Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);
+  Tensor tdVrdO = thr_dkv.partition_fragment_B(sdOt);         // (MMA, N, K, stage)
+  Tensor tdKrQ = thr_dkv.partition_fragment_B(sQt);
+  Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);           // (MMA, M, K, buffer)
+  Tensor tdQrK = thr_dq.partition_fragment_B(sKt(_, _, 0));   // (MMA, N, K)
+  Tensor tdSsdS = thr_sdp.partition_C(sdSt);                  // (MMA, M, N, buffer): dSᵀ stores
+
+  Tensor tdVrdV = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+  Tensor tdKrdK = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+  clear(tdVrdV);
+  clear(tdKrdK);
+  // Pᵀ and dSᵀ in the input type, as the register A operands of the dV and dK products.
+  Tensor tdVrP = thr_dkv.partition_fragment_A(
+      make_tensor(make_smem_ptr(static_cast<Element*>(nullptr)), Layout<Shape<Int<kBlockN>, Int<kBlockM>>>{}));
+  Tensor tdKrdS = make_fragment_like(tdVrP);
+  // (key, row) of every score element of this thread; (row, column) of its dQ elements.
+  Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
+  Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  static_assert(decltype(size(tdVrP))::value == decltype(size(tScS))::value, "Pᵀ fragment must mirror Sᵀ");
+
+  if (steps > 0) {
+    auto kv_state = cutlass::PipelineState<1>();
+    pipe_kv.consumer_wait(kv_state);
+    // Varlen: keys past the entry's end hold the next entry's rows (or NaN); S and dP there are masked, but 0·NaN
+    // in dQ = dS·K is NaN, so those rows of K (and V) are zeroed. Dense tensors end there: TMA filled zeros.
+    if (varlen && n0 + kBlockN > sk) {
+      const int valid = sk - n0;
+      for (int idx = tid; idx < (kBlockN - valid) * kHeadDim; idx += kConsumerThreads) {
+        sK(valid + idx / kHeadDim, idx % kHeadDim, 0) = Element(0);
+        sV(valid + idx / kHeadDim, idx % kHeadDim, 0) = Element(0);
+      }
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierStep);
+    }
+  }
+
+  auto q_state = cutlass::PipelineState<Config::kStages>();
+  auto do_state = cutlass::PipelineState<Config::kStages>();
+  for (int step = 0; step < steps; ++step) {
+    const int g = step / m_count, m = m_begin + step % m_count;
+    const int h = hk * p.group + g;
+    const int i0 = m * kBlockM;
+    const int qs = q_state.index(), ds = do_state.index(), buf = step % 2;
+    pipe_q.consumer_wait(q_state);
+    pipe_do.consumer_wait(do_state);
+    // Varlen: rows past the entry's end hold the next entry's (or NaN): zeroed, since P = 0 there but 0·NaN is
+    // NaN in dV = Pᵀ·dO and dK = dSᵀ·Q.
+    if (varlen && i0 + kBlockM > sq) {
+      const int valid = sq - i0;
+      for (int idx = tid; idx < (kBlockM - valid) * kHeadDim; idx += kConsumerThreads) {
+        sQ(valid + idx / kHeadDim, idx % kHeadDim, qs) = Element(0);
+        sdO(valid + idx / kHeadDim, idx % kHeadDim, ds) = Element(0);
+      }
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierStep);
+    }
+    Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    Tensor tdPrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    wg_gemm<true, -1>(mma_sdp, tSrK, tSrQ(_, _, _, qs), tSrS);
+    wg_gemm<true, -1>(mma_sdp, tdPrV, tdPrdO(_, _, _, ds), tdPrdP);
+    warpgroup_wait<1>();
+    Tensor S = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));     // (keys, rows) of this thread
+    Tensor Sc = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+    const float* lse2 = ss.lse2.data() + qs * kBlockM;
+    const float* dsum = ss.dsum.data() + ds * kBlockM;
+    const bool need_mask = mask.needs_mask_block(i0, n0);
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < size<0>(S); ++r)
+      CUTLASS_PRAGMA_UNROLL
+      for (int c = 0; c < size<1>(S); ++c) {
+        const int row = get<1>(Sc(r, c));
+        float pv = exp2f(S(r, c) * p.scale_log2 - lse2[row]);
+        if (need_mask) {
+          const int i = i0 + row, j = n0 + get<0>(Sc(r, c));
+          if (!(i < sq && mask.visible(i, j))) pv = 0.f;
+        }
+        S(r, c) = pv;
+      }
+    warpgroup_wait<0>();
+    Tensor dP = make_tensor(tdPrdP.data(), acc_rowcol(tdPrdP.layout()));
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < size<0>(S); ++r)
+      CUTLASS_PRAGMA_UNROLL
+      for (int c = 0; c < size<1>(S); ++c) {
+        const int row = get<1>(Sc(r, c));
+        // Where P = 0 (masked, or underflow) dS is exactly 0, whatever dP holds.
+        dP(r, c) = S(r, c) == 0.f ? 0.f : S(r, c) * (dP(r, c) - dsum[row]);
+      }
+    CUTLASS_PRAGMA_UNROLL
+    for (int x = 0; x < size(tSrS); ++x) {
+      tdVrP(x) = static_cast<Element>(tSrS(x));
+      tdKrdS(x) = static_cast<Element>(tdPrdP(x));
+    }
+    // dSᵀ into shared memory as dS (rows, keys), the A operand of dQ = dS·K.
+    Tensor tdSsdS_buf = tdSsdS(_, _, _, buf);
+    CUTLASS_PRAGMA_UNROLL
+    for (int x = 0; x < size(tdKrdS); ++x) tdSsdS_buf(x) = tdKrdS(x);
+    cutlass::arch::fence_view_async_shared();
+    wg_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, ds), tdVrdV);
+    wg_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, qs), tdKrdK);
+    cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierStep);  // both warpgroups' halves of dS written
+    Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+    wg_gemm<true, 0>(mma_dq, tdQrdS(_, _, _, buf), tdQrK, tdQrdQ);
+    pipe_q.consumer_release(q_state);
+    pipe_do.consumer_release(do_state);
+    ++q_state;
+    ++do_state;
+
+    // dQ += this key block's share, in the fp32 accumulator.
+    float* acc = p.ws.dq_acc + (int64_t(h) * p.ws.rows + row0 + i0) * p.ws.d8;
+    int* order = p.ws.order ? p.ws.order + (int64_t(h) * p.ws.rows + row0) / kBlockM + m : nullptr;
+    if (order) {  // deterministic: key blocks add in order n = 0, 1, … (every block up to the last that sees m)
+      if (tid == 0) {
+        while (cuda::atomic_ref<int, cuda::thread_scope_device>(*order).load(cuda::memory_order_acquire) != n_block)
+          __nanosleep(64);
+      }
+      cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierOrder);
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int x = 0; x < size(tdQrdQ); ++x) {
+      const int row = get<0>(tdQcdQ(x)), col = get<1>(tdQcdQ(x));
+      if (i0 + row < sq && col < p.head_dim) atomicAdd(acc + int64_t(row) * p.ws.d8 + col, tdQrdQ(x));
+    }
+    if (order) {
+      __threadfence();
+      cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierOrder);
+      if (tid == 0)
+        cuda::atomic_ref<int, cuda::thread_scope_device>(*order).store(n_block + 1, cuda::memory_order_release);
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------------ epilogue
+  // dK = scale · Σ dSᵀ·Q and dV, keys of the entry and columns of the head dim only (zero for a block no row sees).
+  Tensor tdKcdK = thr_dkv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  const int64_t kb = varlen ? 0 : b;
+  Element* dk = p.dk + kb * p.dk_batch_stride + int64_t(k_off + n0) * p.dk_row_stride + int64_t(hk) * p.dk_head_stride;
+  Element* dv = p.dv + kb * p.dv_batch_stride + int64_t(k_off + n0) * p.dv_row_stride + int64_t(hk) * p.dv_head_stride;
+  CUTLASS_PRAGMA_UNROLL
+  for (int x = 0; x < size(tdKrdK); x += 2) {  // (x, x + 1): columns c, c + 1 of one key
+    const int j = get<0>(tdKcdK(x)), col = get<1>(tdKcdK(x));
+    if (n0 + j >= sk || col >= p.head_dim) continue;
+    cute::array_aligned<Element, 2, 4> k2, v2;
+    k2[0] = Element(tdKrdK(x) * p.scale), k2[1] = Element(tdKrdK(x + 1) * p.scale);
+    v2[0] = Element(tdVrdV(x)), v2[1] = Element(tdVrdV(x + 1));
+    *reinterpret_cast<uint32_t*>(dk + int64_t(j) * p.dk_row_stride + col) = *reinterpret_cast<uint32_t*>(k2.data());
+    *reinterpret_cast<uint32_t*>(dv + int64_t(j) * p.dv_row_stride + col) = *reinterpret_cast<uint32_t*>(v2.data());
+  }
+}
+
+}  // namespace fmha::kernel
