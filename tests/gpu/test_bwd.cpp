@@ -1,0 +1,113 @@
+// The backward (include/fmha/bwd.h) against the GPU backward reference (testing/gpu_reference.h, fp64, given fmha's
+// own O and LSE) under the library's comparison rule (k = 3 against the kernel-emulating reference) on every element
+// of dQ, dK and dV, through the harness of src/testing/bwd_runner.h:
+//   fp16 and bf16; head dims 64 and 128 and predicated ones (40, 96); masks none and causal q-begin / q-end with more
+//   queries than keys and more keys than queries; MHA, GQA 4 and 5, MQA; varlen with empty entries and entries of
+//   one row; seqlen_q = 1 and seqlen_q = seqlen_k = 1; NaN in every row past each entry, in the padding of strided
+//   rows and in rows past the packed tensors (must never reach a gradient); gradients and workspace poisoned with
+//   NaN; large logits; the deterministic option bit for bit over repeated calls. (Argument errors without a GPU:
+//   tests/cpu/test_api_bwd.cpp.)
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "fmha/bwd.h"
+#include "gpu/gpu_env.h"
+#include "testing/bwd_runner.h"
+
+namespace {
+
+using fmha::CausalAlign;
+using fmha::DType;
+using fmha::MaskType;
+using fmha::testing::BwdCase;
+
+struct NamedCase {
+  std::string name;
+  BwdCase c;
+};
+
+void check_case(const NamedCase& n) {
+  FMHA_REQUIRE_GPU();
+  const fmha::testing::BwdOutcome r = fmha::testing::run_bwd_case(n.c);
+  ASSERT_TRUE(r.status.is_ok()) << n.name << ": " << r.status.message();
+  ASSERT_TRUE(r.checked);
+  EXPECT_TRUE(r.dq.ok) << n.name << ": dQ " << r.dq.message;
+  EXPECT_TRUE(r.dk.ok) << n.name << ": dK " << r.dk.message;
+  EXPECT_TRUE(r.dv.ok) << n.name << ": dV " << r.dv.message;
+  EXPECT_TRUE(r.untouched) << n.name << ": " << r.write_problem;
+  EXPECT_TRUE(r.all_written) << n.name << ": " << r.write_problem;
+  EXPECT_EQ(r.repeat_mismatches, 0) << n.name << ": deterministic calls whose gradients differ from the first";
+}
+
+NamedCase make(std::string name, DType t, int b, int hq, int hk, int d, std::vector<int> sq, std::vector<int> sk,
+               bool varlen, MaskType mask = MaskType::kNone, CausalAlign align = CausalAlign::kQBegin) {
+  NamedCase n;
+  n.name = std::move(name);
+  BwdCase& c = n.c;
+  c.dtype = t, c.batch = b, c.heads_q = hq, c.heads_kv = hk, c.head_dim = d;
+  c.seqlens_q = std::move(sq), c.seqlens_k = std::move(sk), c.varlen = varlen, c.mask = mask, c.align = align;
+  c.seed = std::hash<std::string>{}(n.name);
+  return n;
+}
+
+class BwdCaseTest : public ::testing::TestWithParam<NamedCase> {};
+
+TEST_P(BwdCaseTest, MatchesReference) { check_case(GetParam()); }
+
+std::vector<NamedCase> cases() {
+  const DType bf = DType::kBF16, fp = DType::kFP16;
+  const MaskType N = MaskType::kNone, C = MaskType::kCausal;
+  const CausalAlign QB = CausalAlign::kQBegin, QE = CausalAlign::kQEnd;
+  std::vector<NamedCase> v;
+  v.push_back(make("dense_bf16_d128", bf, 2, 4, 4, 128, {256, 256}, {384, 384}, false));
+  v.push_back(make("dense_fp16_d64", fp, 2, 4, 4, 64, {200, 200}, {300, 300}, false));
+  v.push_back(make("causal_qbegin_bf16_d128", bf, 2, 2, 2, 128, {333, 333}, {333, 333}, false, C, QB));
+  v.push_back(make("causal_qbegin_more_keys_fp16_d64", fp, 1, 2, 2, 64, {100}, {300}, false, C, QB));
+  v.push_back(make("causal_qend_more_keys_bf16_d64", bf, 1, 2, 2, 64, {100}, {300}, false, C, QE));
+  v.push_back(make("causal_qend_more_queries_fp16_d128", fp, 1, 2, 1, 128, {300}, {100}, false, C, QE));
+  v.push_back(make("causal_qbegin_more_queries_bf16_d128", bf, 1, 2, 2, 128, {300}, {100}, false, C, QB));
+  v.push_back(make("gqa4_bf16_d128", bf, 1, 8, 2, 128, {190}, {700}, false));
+  v.push_back(make("gqa5_causal_fp16_d64", fp, 2, 10, 2, 64, {129, 129}, {257, 257}, false, C, QE));
+  v.push_back(make("mqa_bf16_d64", bf, 1, 6, 1, 64, {64}, {1000}, false));
+  v.push_back(make("predicated_d96_fp16", fp, 1, 2, 2, 96, {150}, {150}, false, C, QB));
+  v.push_back(make("predicated_d40_bf16", bf, 2, 3, 1, 40, {70, 70}, {90, 90}, false));
+  v.push_back(make("seqlen_q_1_bf16_d128", bf, 2, 4, 2, 128, {1, 1}, {300, 300}, false, C, QE));
+  v.push_back(make("seqlen_1_1_fp16_d64", fp, 3, 2, 2, 64, {1, 1, 1}, {1, 1, 1}, false));
+  {
+    NamedCase n = make("varlen_empty_entries_gqa_bf16_d128", bf, 5, 6, 2, 128, {0, 33, 200, 1, 0}, {5, 0, 250, 64, 0},
+                       true, C, QE);
+    n.c.extra_rows = 70;  // NaN rows past the packed entries
+    v.push_back(n);
+  }
+  {
+    NamedCase n = make("varlen_fp16_d64_strided", fp, 3, 4, 4, 64, {130, 7, 64}, {129, 300, 65}, true, C, QB);
+    n.c.row_pad = 8;  // NaN between the rows' heads
+    v.push_back(n);
+  }
+  v.push_back(make("varlen_noncausal_bf16_d64", bf, 4, 2, 1, 64, {17, 128, 90, 300}, {300, 45, 129, 1}, true));
+  {
+    NamedCase n = make("large_logits_bf16_d128", bf, 1, 2, 2, 128, {200}, {200}, false, C, QB);
+    n.c.input_scale = 4.f;  // |scale · q·k| in the hundreds: one key dominates most rows
+    v.push_back(n);
+  }
+  {
+    NamedCase n = make("deterministic_gqa_causal_bf16_d128", bf, 2, 4, 2, 128, {500, 500}, {500, 500}, false, C, QE);
+    n.c.deterministic = true;
+    n.c.repeats = 10;
+    v.push_back(n);
+  }
+  {
+    NamedCase n = make("deterministic_varlen_fp16_d64", fp, 3, 4, 1, 64, {300, 0, 129}, {260, 10, 400}, true);
+    n.c.deterministic = true;
+    n.c.repeats = 10;
+    v.push_back(n);
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Bwd, BwdCaseTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<NamedCase>& i) { return i.param.name; });
+
+}  // namespace
