@@ -13,9 +13,11 @@ head ``h // (heads_q // heads_kv)`` (GQA / MQA); ``LSE = ln Σ exp(scale · s)``
 sees no key gets ``O = 0`` and ``LSE = -inf``. dtypes: float16 or bfloat16 (all three alike); head dims: multiples of 8
 up to 128. Bad arguments raise ``ValueError`` with fmha's message (argument, expected, actual), a valid request no
 kernel takes (e.g. a GPU that is not sm_90) ``NotImplementedError``, a CUDA failure ``RuntimeError``.
-No backward pass yet: a call with grad mode on and an input that requires grad raises ``NotImplementedError``
-(use ``torch.no_grad()`` or detached inputs). Empty inputs: no query rows give empty outputs, no keys give
-``O = 0`` and ``LSE = -inf``.
+Autograd: :func:`attention` and :func:`attention_varlen` are differentiable in q, k and v (fmha's backward,
+``torch.ops.fmha.bwd`` / ``bwd_varlen``, registered with ``torch.library.register_autograd``; ``deterministic=True``
+makes the gradients bitwise repeatable). A gradient flowing into the returned LSE is not supported (it raises
+``NotImplementedError`` in the backward). :func:`decode` has no backward. Empty inputs: no query rows give empty
+outputs, no keys give ``O = 0`` and ``LSE = -inf``.
 
 Causal alignment: ``causal_align="q_end"`` (the default) aligns the last query with the last key
 (FlashAttention's "bottom-right": query ``i`` sees keys ``j <= i + s_k - s_q``); ``"q_begin"`` aligns the first
@@ -68,7 +70,8 @@ def _align(causal_align):
     return causal_align == "q_end"
 
 
-def attention(q, k, v, *, causal=False, causal_align="q_end", softmax_scale=None, return_lse=False):
+def attention(q, k, v, *, causal=False, causal_align="q_end", softmax_scale=None, return_lse=False,
+              deterministic=False):
     """Attention over dense BSHD tensors.
 
     Args:
@@ -80,17 +83,20 @@ def attention(q, k, v, *, causal=False, causal_align="q_end", softmax_scale=None
       causal_align: ``"q_end"`` (default, bottom-right) or ``"q_begin"`` (top-left, SDPA's ``is_causal``).
       softmax_scale: the scale of the scores; ``None`` = ``1 / sqrt(d)``.
       return_lse: also return the LSE.
+      deterministic: the backward (autograd) accumulates dQ in a fixed order, so that the gradients are bitwise
+        repeatable (somewhat slower); the forward is the same either way.
 
     Returns:
       ``out`` ``[b, s_q, h, d]`` (contiguous, q's dtype), and with ``return_lse`` also ``lse`` ``[b, h, s_q]``
       (float32, natural log).
     """
-    out, lse = torch.ops.fmha.fwd(q, k, v, _scale(softmax_scale, q.shape[-1]), bool(causal), _align(causal_align))
+    out, lse = torch.ops.fmha.fwd(q, k, v, _scale(softmax_scale, q.shape[-1]), bool(causal), _align(causal_align),
+                                  bool(deterministic))
     return (out, lse) if return_lse else out
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
-                     causal_align="q_end", softmax_scale=None, return_lse=False):
+                     causal_align="q_end", softmax_scale=None, return_lse=False, deterministic=False):
     """Attention over packed variable-length sequences (no padding).
 
     Args:
@@ -101,15 +107,62 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
       max_seqlen_q, max_seqlen_k: the largest sequence lengths (upper bounds are fine; they size the grid).
       The lengths stay on the device and are not checked: ``cu[b] <= total`` rows and every length
       ``<= max_seqlen`` are the caller's contract (rows outside every sequence get unspecified O and LSE).
-      causal, causal_align, softmax_scale, return_lse: as in :func:`attention`, per sequence.
+      causal, causal_align, softmax_scale, return_lse, deterministic: as in :func:`attention`, per sequence.
 
     Returns:
       ``out`` ``[total_q, h, d]``, and with ``return_lse`` also ``lse`` ``[h, total_q]`` (float32).
     """
     out, lse = torch.ops.fmha.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, _length("max_seqlen_q", max_seqlen_q),
                                          _length("max_seqlen_k", max_seqlen_k),
-                                         _scale(softmax_scale, q.shape[-1]), bool(causal), _align(causal_align))
+                                         _scale(softmax_scale, q.shape[-1]), bool(causal), _align(causal_align),
+                                         bool(deterministic))
     return (out, lse) if return_lse else out
+
+
+# ------------------------------------------------------------------------------------------------------ autograd
+
+_NO_LSE_GRAD = ("fmha: lse: a gradient through the returned LSE is not supported (use the LSE for values only, e.g. "
+                "lse.detach())")
+
+
+def _fwd_setup_context(ctx, inputs, output):
+    q, k, v, scale, causal, q_end, deterministic = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.args = (scale, causal, q_end, deterministic)
+    ctx.set_materialize_grads(False)
+
+
+def _fwd_backward(ctx, d_out, d_lse):
+    if d_lse is not None:
+        raise NotImplementedError(_NO_LSE_GRAD)
+    q, k, v, out, lse = ctx.saved_tensors
+    if d_out is None:
+        return None, None, None, None, None, None, None
+    dq, dk, dv = torch.ops.fmha.bwd(d_out, q, k, v, out, lse, *ctx.args)
+    return dq, dk, dv, None, None, None, None
+
+
+def _fwd_varlen_setup_context(ctx, inputs, output):
+    q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, q_end, deterministic = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+    ctx.args = (max_q, max_k, scale, causal, q_end, deterministic)
+    ctx.set_materialize_grads(False)
+
+
+def _fwd_varlen_backward(ctx, d_out, d_lse):
+    if d_lse is not None:
+        raise NotImplementedError(_NO_LSE_GRAD)
+    q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+    if d_out is None:
+        return (None,) * 11
+    dq, dk, dv = torch.ops.fmha.bwd_varlen(d_out, q, k, v, out, lse, cu_q, cu_k, *ctx.args)
+    return (dq, dk, dv) + (None,) * 8
+
+
+torch.library.register_autograd("fmha::fwd", _fwd_backward, setup_context=_fwd_setup_context)
+torch.library.register_autograd("fmha::fwd_varlen", _fwd_varlen_backward, setup_context=_fwd_varlen_setup_context)
 
 
 class DecodePlan:

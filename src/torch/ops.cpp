@@ -7,26 +7,35 @@
 // that runs the torch it was built against (torch 2.11).
 //
 // Operators (layouts as include/fmha/fwd.h; q, k, v fp16 or bf16 on one CUDA device, head-dim mode contiguous):
-//   fmha::fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end) -> (Tensor, Tensor)
+//   fmha::fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end,
+//             bool deterministic=False) -> (Tensor, Tensor)
 //     q [b, s_q, h, d], k and v [b, s_k, h_k, d] (BSHD, any strides the kernel takes); returns out [b, s_q, h, d]
 //     (contiguous, q's dtype) and lse [b, h, s_q] (fp32, natural log). softmax_scale 0 = 1/sqrt(d).
 //   fmha::fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q,
-//                    int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end) -> (Tensor, Tensor)
+//                    int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end,
+//                    bool deterministic=False) -> (Tensor, Tensor)
 //     q [total_q, h, d], k and v [total_k, h_k, d] packed; cu_seqlens int32 [b + 1] contiguous on q's device;
 //     returns out [total_q, h, d] and lse [h, total_q].
+//   `deterministic` does not change the forward: it is the option of the backward that autograd runs for the call.
 // Errors: a bad argument raises ValueError (torch's TORCH_CHECK_VALUE) with fmha's message ("<argument>: expected
 // <expected>, got <actual>"); a valid request no kernel takes raises NotImplementedError (RuntimeError from the
 // Meta kernels, where fake tensors would take NotImplementedError for a missing kernel); a CUDA failure
 // RuntimeError. With symbolic shapes (torch.compile, dynamic=True) heads and head dim are specialised (guards), the
-// lengths and strides are checked where concrete. No backward yet: with grad mode on and an input that requires grad, the Autograd kernel raises
-// NotImplementedError (instead of torch's fallback, which would return outputs without gradients).
+// lengths and strides are checked where concrete.
+//   fmha::bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, float softmax_scale, bool causal,
+//             bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)
+//   fmha::bwd_varlen(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens_q,
+//                    Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal,
+//                    bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)
+//     the gradients dq, dk, dv (contiguous, shaped like q, k, v) of the forward call with the same arguments, given
+//     its out and lse and the gradient d_out of out (include/fmha/bwd.h); the workspace comes from torch's caching
+//     allocator. Autograd for fmha::fwd and fmha::fwd_varlen is registered in Python (python/fmha/__init__.py,
+//     torch.library.register_autograd) on these operators.
 // Empty problems: no query rows give empty outputs; no keys give O = 0 and LSE = −inf (after the checks).
 // LSE is always computed (the kernel writes it at almost no cost; fmha.attention returns it on request).
 // Varlen contract (not checked: the lengths live on the device): cu_seqlens non-decreasing from 0, cu[b] ≤ total
 // rows, every length ≤ max_seqlen; rows of q outside every sequence get unspecified O and LSE.
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/core/GradMode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -37,6 +46,7 @@
 #include <limits>
 #include <string>
 
+#include "fmha/bwd.h"
 #include "fmha/fwd.h"
 
 namespace {
@@ -195,7 +205,7 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
 }
 
 std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale,
-                                    bool causal, bool causal_q_end) {
+                                    bool causal, bool causal_q_end, bool /*deterministic: the backward's*/) {
   check_tensors("attention", q, k, v, 4, false);
   check_scale("attention", softmax_scale);
   const c10::cuda::CUDAGuard guard(q.device());
@@ -217,7 +227,7 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tens
 }
 
 std::tuple<Tensor, Tensor> fwd_meta(const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale,
-                                    bool causal, bool causal_q_end) {
+                                    bool causal, bool causal_q_end, bool /*deterministic: the backward's*/) {
   check_tensors("attention", q, k, v, 4, true);
   check_scale("attention", softmax_scale);
   bool ok = true;
@@ -302,7 +312,7 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
 
 std::tuple<Tensor, Tensor> fwd_varlen_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,
                                            const Tensor& cu_k, int64_t max_q, int64_t max_k, double softmax_scale,
-                                           bool causal, bool causal_q_end) {
+                                           bool causal, bool causal_q_end, bool /*deterministic: the backward's*/) {
   check_tensors("attention_varlen", q, k, v, 3, false);
   check_cu("cu_seqlens_q", cu_q, q, false);
   check_cu("cu_seqlens_k", cu_k, q, false);
@@ -329,7 +339,7 @@ std::tuple<Tensor, Tensor> fwd_varlen_cuda(const Tensor& q, const Tensor& k, con
 
 std::tuple<Tensor, Tensor> fwd_varlen_meta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,
                                            const Tensor& cu_k, int64_t max_q, int64_t max_k, double softmax_scale,
-                                           bool causal, bool causal_q_end) {
+                                           bool causal, bool causal_q_end, bool /*deterministic: the backward's*/) {
   check_tensors("attention_varlen", q, k, v, 3, true);
   check_cu("cu_seqlens_q", cu_q, q, true);
   check_cu("cu_seqlens_k", cu_k, q, true);
@@ -343,63 +353,162 @@ std::tuple<Tensor, Tensor> fwd_varlen_meta(const Tensor& q, const Tensor& k, con
   return {out, lse};
 }
 
+// ---------------------------------------------------------------------------------------------------- backward
+
+/// BwdParams of the backward of the forward call `f` (its q, k, v, out and lse), with the gradient d_out of out and
+/// the gradients dq, dk, dv allocated contiguous like q, k, v (dense [b, s, h, d] or packed [total, h, d]).
+fmha::BwdParams bwd_params(const fmha::FwdParams& f, const Tensor& d_out, void* dq, void* dk, void* dv,
+                           bool deterministic) {
+  fmha::BwdParams p;
+  p.dtype = f.dtype, p.batch = f.batch, p.heads_q = f.heads_q, p.heads_kv = f.heads_kv, p.head_dim = f.head_dim;
+  p.seqlen_q = f.seqlen_q, p.seqlen_k = f.seqlen_k;
+  p.cu_seqlens_q = f.cu_seqlens_q, p.cu_seqlens_k = f.cu_seqlens_k, p.total_q = f.total_q, p.total_k = f.total_k;
+  fmha::set_bwd_contiguous_strides(p);  // d_out (made contiguous) and the gradients; q, k, v, out as the forward's
+  p.q = f.q, p.k = f.k, p.v = f.v, p.o = f.o, p.lse = f.lse;
+  p.q_row_stride = f.q_row_stride, p.q_head_stride = f.q_head_stride, p.q_batch_stride = f.q_batch_stride;
+  p.k_row_stride = f.k_row_stride, p.k_head_stride = f.k_head_stride, p.k_batch_stride = f.k_batch_stride;
+  p.v_row_stride = f.v_row_stride, p.v_head_stride = f.v_head_stride, p.v_batch_stride = f.v_batch_stride;
+  p.o_row_stride = f.o_row_stride, p.o_head_stride = f.o_head_stride, p.o_batch_stride = f.o_batch_stride;
+  p.d_o = d_out.data_ptr();
+  p.dq = dq, p.dk = dk, p.dv = dv;
+  p.mask = f.mask, p.causal_align = f.causal_align, p.softmax_scale = f.softmax_scale;
+  p.deterministic = deterministic;
+  return p;
+}
+
+void check_bwd_tensors(const char* op, const Tensor& d_out, const Tensor& q, const Tensor& out, const Tensor& lse) {
+  TORCH_CHECK_VALUE(d_out.sym_sizes() == q.sym_sizes() && out.sym_sizes() == q.sym_sizes(), "fmha.", op,
+                    ": d_out, out: expected q's shape ", q.sym_sizes(), ", got ", d_out.sym_sizes(), ", ",
+                    out.sym_sizes());
+  TORCH_CHECK_VALUE(d_out.scalar_type() == q.scalar_type() && out.scalar_type() == q.scalar_type(), "fmha.", op,
+                    ": d_out.dtype, out.dtype: expected q's dtype ", torch_name(q.scalar_type()), ", got ",
+                    torch_name(d_out.scalar_type()), ", ", torch_name(out.scalar_type()));
+  TORCH_CHECK_VALUE(lse.scalar_type() == at::kFloat, "fmha.", op, ": lse.dtype: expected torch.float32, got ",
+                    torch_name(lse.scalar_type()));
+  TORCH_CHECK_VALUE(d_out.device() == q.device() && out.device() == q.device() && lse.device() == q.device(), "fmha.",
+                    op, ": d_out, out, lse: expected q's device ", q.device());
+}
+
+/// Runs fmha::bwd for `p` with a workspace from torch's caching allocator (256-byte aligned: it aligns to 512).
+void run_bwd(fmha::BwdParams& p, const Tensor& q) {
+  const size_t bytes = fmha::bwd_workspace_size(p);
+  Tensor ws = at::empty({int64_t(std::max<size_t>(bytes, 1))}, q.options().dtype(at::kByte));
+  raise_if_error(fmha::bwd(p, fmha::Workspace{ws.data_ptr(), bytes},
+                           c10::cuda::getCurrentCUDAStream(q.device().index()).stream()));
+}
+
+std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& out, const Tensor& lse, double softmax_scale, bool causal,
+                                            bool causal_q_end, bool deterministic) {
+  check_tensors("attention backward", q, k, v, 4, false);
+  check_bwd_tensors("attention backward", d_out, q, out, lse);
+  check_scale("attention backward", softmax_scale);
+  TORCH_CHECK_VALUE(lse.dim() == 3 && lse.size(0) == q.size(0) && lse.size(1) == q.size(2) &&
+                        lse.size(2) == q.size(1) && lse.is_contiguous(),
+                    "fmha.attention backward: lse: expected a contiguous [b, h, s_q] tensor, got shape ", lse.sizes());
+  const c10::cuda::CUDAGuard guard(q.device());
+  Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options());
+  Tensor dv = at::empty(v.sizes(), v.options());
+  if (q.numel() == 0 || k.numel() == 0) {  // no rows or no keys: every gradient is zero
+    return {dq.zero_(), dk.zero_(), dv.zero_()};
+  }
+  const Tensor o = out.contiguous(), dout = d_out.contiguous();
+  bool ok = true;
+  const fmha::FwdParams f = dense_params(q, k, v, &o, &lse, softmax_scale, causal, causal_q_end, ok);
+  fmha::BwdParams p = bwd_params(f, dout, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), deterministic);
+  run_bwd(p, q);
+  return {dq, dk, dv};
+}
+
+std::tuple<Tensor, Tensor, Tensor> bwd_meta(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& out, const Tensor& lse, double softmax_scale, bool causal,
+                                            bool causal_q_end, bool deterministic) {
+  check_tensors("attention backward", q, k, v, 4, true);
+  check_bwd_tensors("attention backward", d_out, q, out, lse);
+  check_scale("attention backward", softmax_scale);
+  (void)causal, (void)causal_q_end, (void)deterministic;
+  return {at::empty_symint(q.sym_sizes(), q.options()), at::empty_symint(k.sym_sizes(), k.options()),
+          at::empty_symint(v.sym_sizes(), v.options())};
+}
+
+std::tuple<Tensor, Tensor, Tensor> bwd_varlen_cuda(const Tensor& d_out, const Tensor& q, const Tensor& k,
+                                                   const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                   const Tensor& cu_q, const Tensor& cu_k, int64_t max_q, int64_t max_k,
+                                                   double softmax_scale, bool causal, bool causal_q_end,
+                                                   bool deterministic) {
+  check_tensors("attention_varlen backward", q, k, v, 3, false);
+  check_bwd_tensors("attention_varlen backward", d_out, q, out, lse);
+  check_cu("cu_seqlens_q", cu_q, q, false);
+  check_cu("cu_seqlens_k", cu_k, q, false);
+  check_scale("attention_varlen backward", softmax_scale);
+  TORCH_CHECK_VALUE(lse.dim() == 2 && lse.size(0) == q.size(1) && lse.size(1) == q.size(0) && lse.is_contiguous(),
+                    "fmha.attention_varlen backward: lse: expected a contiguous [h, total_q] tensor, got shape ",
+                    lse.sizes());
+  const c10::cuda::CUDAGuard guard(q.device());
+  Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options());
+  Tensor dv = at::empty(v.sizes(), v.options());
+  if (q.numel() == 0 || k.numel() == 0) return {dq.zero_(), dk.zero_(), dv.zero_()};
+  const Tensor o = out.contiguous(), dout = d_out.contiguous();
+  bool ok = true;
+  const fmha::FwdParams f =
+      varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, &o, &lse, softmax_scale, causal, causal_q_end, ok);
+  fmha::BwdParams p = bwd_params(f, dout, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), deterministic);
+  run_bwd(p, q);
+  return {dq, dk, dv};
+}
+
+std::tuple<Tensor, Tensor, Tensor> bwd_varlen_meta(const Tensor& d_out, const Tensor& q, const Tensor& k,
+                                                   const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                   const Tensor& cu_q, const Tensor& cu_k, int64_t max_q, int64_t max_k,
+                                                   double softmax_scale, bool causal, bool causal_q_end,
+                                                   bool deterministic) {
+  check_tensors("attention_varlen backward", q, k, v, 3, true);
+  check_bwd_tensors("attention_varlen backward", d_out, q, out, lse);
+  check_cu("cu_seqlens_q", cu_q, q, true);
+  check_cu("cu_seqlens_k", cu_k, q, true);
+  check_scale("attention_varlen backward", softmax_scale);
+  (void)max_q, (void)max_k, (void)causal, (void)causal_q_end, (void)deterministic;
+  return {at::empty_symint(q.sym_sizes(), q.options()), at::empty_symint(k.sym_sizes(), k.options()),
+          at::empty_symint(v.sym_sizes(), v.options())};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(fmha, m) {
-  m.def("fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end) -> (Tensor, Tensor)");
+  m.def(
+      "fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end, "
+      "bool deterministic=False) -> (Tensor, Tensor)");
   m.def(
       "fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, "
-      "int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end) -> (Tensor, Tensor)");
+      "int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end, bool deterministic=False) -> "
+      "(Tensor, Tensor)");
+  m.def(
+      "bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, float softmax_scale, bool causal, "
+      "bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "bwd_varlen(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens_q, "
+      "Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end, "
+      "bool deterministic) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(fmha, CUDA, m) {
   m.impl("fwd", &fwd_cuda);
   m.impl("fwd_varlen", &fwd_varlen_cuda);
-}
-
-// Autograd: the backward pass does not exist yet, so a call that would need it is refused (without this the
-// dispatcher's fallback warns and returns outputs without a graph, and backward() silently gives no gradients).
-namespace {
-
-bool wants_grad(const Tensor& q, const Tensor& k, const Tensor& v) {
-  return c10::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-}
-constexpr const char* kNoBackward =
-    ": q, k, v: expected tensors that do not require grad (or torch.no_grad()): fmha's backward pass is not "
-    "implemented yet";
-
-std::tuple<Tensor, Tensor> fwd_autograd(const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale,
-                                        bool causal, bool causal_q_end) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!wants_grad(q, k, v), "fmha.attention", kNoBackward);
-  at::AutoDispatchBelowADInplaceOrView guard;
-  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("fmha::fwd", "").typed<decltype(fwd_autograd)>();
-  return op.call(q, k, v, softmax_scale, causal, causal_q_end);
-}
-
-std::tuple<Tensor, Tensor> fwd_varlen_autograd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,
-                                               const Tensor& cu_k, int64_t max_q, int64_t max_k, double softmax_scale,
-                                               bool causal, bool causal_q_end) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!wants_grad(q, k, v), "fmha.attention_varlen", kNoBackward);
-  at::AutoDispatchBelowADInplaceOrView guard;
-  static auto op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("fmha::fwd_varlen", "").typed<decltype(fwd_varlen_autograd)>();
-  return op.call(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, causal_q_end);
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(fmha, Autograd, m) {
-  m.impl("fwd", &fwd_autograd);
-  m.impl("fwd_varlen", &fwd_varlen_autograd);
+  m.impl("bwd", &bwd_cuda);
+  m.impl("bwd_varlen", &bwd_varlen_cuda);
 }
 
 // CPU tensors (and anything else that is not CUDA) reach the same checks, which name the device.
 TORCH_LIBRARY_IMPL(fmha, CPU, m) {
   m.impl("fwd", &fwd_cuda);
   m.impl("fwd_varlen", &fwd_varlen_cuda);
+  m.impl("bwd", &bwd_cuda);
+  m.impl("bwd_varlen", &bwd_varlen_cuda);
 }
 
 TORCH_LIBRARY_IMPL(fmha, Meta, m) {
   m.impl("fwd", &fwd_meta);
   m.impl("fwd_varlen", &fwd_varlen_meta);
+  m.impl("bwd", &bwd_meta);
+  m.impl("bwd_varlen", &bwd_varlen_meta);
 }

@@ -21,12 +21,16 @@ def meta(*shape, dtype=BF16):
 class Schemas(unittest.TestCase):
     def test_schemas(self):
         self.assertEqual(str(torch.ops.fmha.fwd.default._schema),
-                         "fmha::fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end)"
-                         " -> (Tensor, Tensor)")
+                         "fmha::fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end, "
+                         "bool deterministic=False) -> (Tensor, Tensor)")
         self.assertEqual(str(torch.ops.fmha.fwd_varlen.default._schema),
                          "fmha::fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
-                         "int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end)"
-                         " -> (Tensor, Tensor)")
+                         "int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end, "
+                         "bool deterministic=False) -> (Tensor, Tensor)")
+        self.assertEqual(str(torch.ops.fmha.bwd.default._schema),
+                         "fmha::bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+                         "float softmax_scale, bool causal, bool causal_q_end, bool deterministic) -> "
+                         "(Tensor, Tensor, Tensor)")
 
 
 class MetaShapes(unittest.TestCase):
@@ -117,13 +121,19 @@ class Errors(unittest.TestCase):
         x = meta(1, 8, 2, 72)[..., 4:68]  # head dim 64 starting 8 bytes into a row
         self.check(ValueError, "q: expected", fmha.attention, x, x, x)
 
-    def test_autograd_refused(self):
-        q = meta(1, 8, 2, 64).requires_grad_()
-        x = meta(1, 8, 2, 64)
-        self.check(NotImplementedError, "backward pass is not implemented yet", fmha.attention, q, x, x)
+    def test_autograd_on_meta_tensors(self):
+        # The backward operator's Meta kernel: gradients of the inputs' shapes (dK, dV of K/V's heads under GQA).
+        q = meta(1, 8, 4, 64).requires_grad_()
+        k = meta(1, 16, 2, 64).requires_grad_()
+        out = fmha.attention(q, k, k, causal=True)
+        self.assertTrue(out.requires_grad)
+        out.sum().backward()
+        self.assertEqual(q.grad.shape, q.shape)
+        self.assertEqual(k.grad.shape, k.shape)
         with torch.no_grad():
-            self.assertEqual(fmha.attention(q, x, x).shape, q.shape)
-        self.assertEqual(fmha.attention(q.detach(), x, x).shape, q.shape)
+            self.assertFalse(fmha.attention(q, k, k).requires_grad)
+        out, lse = fmha.attention(q, k, k, return_lse=True)
+        self.check(NotImplementedError, "gradient through the returned LSE", lse.sum().backward)
 
     def test_empty_problems(self):
         # No query rows: empty outputs (batch 0 too); no keys: shapes as usual (O = 0 on the GPU).

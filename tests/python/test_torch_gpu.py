@@ -2,7 +2,10 @@
 inputs, within k = 2 times the error of torch's own bf16/fp16 SDPA against fp64 (plus a floor of a few units of the
 dtype's rounding); dense, BHSD views, GQA / MQA, causal in both alignments with s_q != s_k, varlen with empty
 sequences; torch.library.opcheck on CUDA tensors; torch.compile(fullgraph=True) with Inductor; the current stream;
-CUDA graphs; LSE against fp64 logsumexp. Exits 77 (skipped) without a usable GPU.
+CUDA graphs; LSE against fp64 logsumexp; autograd (class Backward): dQ, dK, dV against fp64 autograd of the math
+attention within k = 3 times the error of torch's own low-precision gradients (plus the same floor), dense, GQA,
+both causal alignments, varlen, the deterministic option bit for bit, opcheck of the backward operators,
+torch.compile of a training step, the LSE-gradient error. Exits 77 (skipped) without a usable GPU.
 
 Run: PYTHONPATH=<build>/python:<torch> python3 tests/python/test_torch_gpu.py -v
 """
@@ -184,13 +187,6 @@ class Integration(unittest.TestCase):
         out = fmha.attention_varlen(rand(8, 2, 64), rand(0, 2, 64), rand(0, 2, 64), cu, z, 8, 0)
         self.assertEqual(out.abs().max().item(), 0.0)
 
-    def test_autograd_refused(self):
-        q = rand(1, 8, 2, 64).requires_grad_()
-        with self.assertRaises(NotImplementedError):
-            fmha.attention(q, q, q)
-        with torch.no_grad():
-            fmha.attention(q, q, q)
-
     def test_misaligned_pointer_error(self):
         x = rand(1, 64, 2, 72)[..., 4:68]  # head dim 64, but 8-byte aligned rows
         with self.assertRaises(ValueError):
@@ -202,6 +198,105 @@ class Integration(unittest.TestCase):
             fmha.attention(q, q.cpu(), q)
         self.assertIn("k.device, v.device: expected q's device", str(cm.exception))
 
+
+
+def grads(fn, inputs, d_out):
+    """(dq, dk, dv) of sum(fn(*inputs) * d_out) with respect to the three inputs."""
+    xs = [x.detach().clone().requires_grad_() for x in inputs]
+    out = fn(*xs)
+    out.backward(d_out)
+    return [x.grad for x in xs]
+
+
+class Backward(unittest.TestCase):
+    K_BWD = 3.0
+
+    def check(self, q, k, v, causal=False, q_end=True):
+        align = "q_end" if q_end else "q_begin"
+        d_out = torch.randn_like(q)
+        got = grads(lambda a, b, c: fmha.attention(a, b, c, causal=causal, causal_align=align), (q, k, v), d_out)
+        ref = grads(lambda a, b, c: reference(a, b, c, causal, q_end)[0], (q.double(), k.double(), v.double()),
+                    d_out.double())
+        low = grads(lambda a, b, c: sdpa_low(a, b, c, causal, q_end), (q, k, v), d_out)
+        eps = 2.0 ** -8 if q.dtype == BF16 else 2.0 ** -11
+        for name, g, r, lo in zip(("dq", "dk", "dv"), got, ref, low):
+            self.assertEqual(g.shape, r.shape, name)
+            torch_err = (lo.double() - r).abs().max().item()
+            budget = self.K_BWD * torch_err + 4 * eps * r.abs().max().item()
+            err = (g.double() - r).abs().max().item()
+            self.assertLessEqual(err, budget, f"{name}: error {err:.3g} > budget {budget:.3g} (torch's own: "
+                                              f"{torch_err:.3g})")
+
+    def test_dense(self):
+        for dtype in (BF16, FP16):
+            self.check(rand(2, 200, 4, 64, dtype=dtype), rand(2, 300, 4, 64, dtype=dtype),
+                       rand(2, 300, 4, 64, dtype=dtype))
+
+    def test_gqa_causal_both_alignments(self):
+        q, k, v = rand(1, 150, 8, 128), rand(1, 260, 2, 128), rand(1, 260, 2, 128)
+        self.check(q, k, v, causal=True, q_end=True)
+        self.check(q, k, v, causal=True, q_end=False)
+
+    def test_varlen(self):
+        lens_q, lens_k = [70, 0, 129], [100, 33, 129]
+        cu_q = torch.tensor([0, 70, 70, 199], dtype=torch.int32, device="cuda")
+        cu_k = torch.tensor([0, 100, 133, 262], dtype=torch.int32, device="cuda")
+        q, k, v, d_out = rand(199, 4, 64), rand(262, 2, 64), rand(262, 2, 64), rand(199, 4, 64)
+        got = grads(lambda a, b, c: fmha.attention_varlen(a, b, c, cu_q, cu_k, 129, 129, causal=True), (q, k, v),
+                    d_out)
+        # Per sequence, against the dense path's fp64 reference.
+        oq = ok = 0
+        for sq, sk in zip(lens_q, lens_k):
+            sl_q, sl_k = slice(oq, oq + sq), slice(ok, ok + sk)
+            ref = grads(lambda a, b, c: reference(a[None], b[None], c[None], True, True)[0][0],
+                        (q[sl_q].double(), k[sl_k].double(), v[sl_k].double()), d_out[sl_q].double())
+            for name, g, r in zip(("dq", "dk", "dv"), (got[0][sl_q], got[1][sl_k], got[2][sl_k]), ref):
+                err = (g.double() - r).abs().max().item() if r.numel() else 0.0
+                self.assertLessEqual(err, 0.05 * max(1.0, r.abs().max().item() if r.numel() else 1.0), name)
+            oq, ok = oq + sq, ok + sk
+
+    def test_deterministic_bitwise(self):
+        q, k, v, d_out = rand(2, 700, 8, 128), rand(2, 700, 2, 128), rand(2, 700, 2, 128), rand(2, 700, 8, 128)
+        f = lambda a, b, c: fmha.attention(a, b, c, causal=True, deterministic=True)  # noqa: E731
+        first = grads(f, (q, k, v), d_out)
+        for _ in range(20):
+            again = grads(f, (q, k, v), d_out)
+            for a, b in zip(first, again):
+                self.assertTrue(torch.equal(a, b))
+
+    def test_opcheck_backward(self):
+        q, k = rand(2, 128, 4, 64), rand(2, 200, 2, 64)
+        out, lse = torch.ops.fmha.fwd(q, k, k, 0.0, True, True)
+        torch.library.opcheck(torch.ops.fmha.bwd.default, (rand(2, 128, 4, 64), q, k, k, out, lse, 0.0, True, True,
+                                                           False))
+        q.requires_grad_()
+        torch.library.opcheck(torch.ops.fmha.fwd.default, (q, k, k, 0.0, True, True, False))
+
+    def test_compiled_training_step(self):
+        torch._dynamo.reset()
+        w = (torch.randn(256, 256, device="cuda") / 16).to(BF16).requires_grad_()
+
+        def step(x):
+            q = (x @ w).view(2, 128, 4, 64)  # [b, s, h, d]
+            return fmha.attention(q, q, q, causal=True).float().square().mean()
+
+        x = rand(2, 128, 256)
+        loss = step(x)
+        loss.backward()
+        g_eager = w.grad.clone()
+        w.grad = None
+        torch.compile(step, fullgraph=True)(x).backward()
+        self.assertTrue(torch.allclose(w.grad.float(), g_eager.float(), rtol=1e-2, atol=1e-3))
+
+    def test_lse_gradient_refused(self):
+        q = rand(1, 64, 2, 64).requires_grad_()
+        out, lse = fmha.attention(q, q, q, return_lse=True)
+        with self.assertRaises(NotImplementedError) as cm:
+            lse.sum().backward()
+        self.assertIn("gradient through the returned LSE", str(cm.exception))
+        out2 = fmha.attention(q, q, q)  # the LSE unused: fine
+        out2.sum().backward()
+        self.assertEqual(q.grad.shape, q.shape)
 
 class Decode(unittest.TestCase):
     """fmha.decode against the forward reference on the gathered keys (contiguous and paged caches, the append,
