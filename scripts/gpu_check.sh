@@ -97,6 +97,12 @@ if [[ $steps == *,torch,* ]]; then
       rc=$?
       [ $rc -eq 0 ] || failed=1
       summary+=("minilm:      rc=$rc $(grep -E 'err|pass' "$out/minilm.log" | tr -d ' \n')")
+      # One training step's gradients (fmha's backward through autograd) against the stock bf16 model's.
+      PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 "$root/scripts/minilm_fmha.py" train "$root/.minilm" \
+        --json "$out/minilm_train.json" > "$out/minilm_train.log" 2>&1
+      rc=$?
+      [ $rc -eq 0 ] || failed=1
+      summary+=("minilm grad: rc=$rc $(grep -E '"(worst_err_over_bound|pass)"' "$out/minilm_train.log" | tr -d ' \n')")
     fi
   else
     failed=1
@@ -131,6 +137,10 @@ if [[ $steps == *,sanitizer,* ]]; then
   filter+=':Decode/DecodeCaseTest.MatchesReference/cache_only_empty_bf16:Decode/DecodeCaseTest.MatchesReference/few_sms_bf16'
   # Pages of 5 keys (TMA boxes of one key) with splits; the paged producer at MLA's 576-element rows.
   filter+=':Decode/DecodeCaseTest.MatchesReference/paged5_fp16_d64:MlaParts.*'
+  # Backward: varlen with empty entries and NaN rows (zeroed tails, GQA), causal d 64, the ordered dQ accumulation.
+  filter+=':Bwd/BwdCaseTest.MatchesReference/varlen_empty_entries_gqa_bf16_d128'
+  filter+=':Bwd/BwdCaseTest.MatchesReference/causal_qend_more_keys_bf16_d64'
+  filter+=':Bwd/BwdCaseTest.MatchesReference/deterministic_varlen_fp16_d64'
   for tool in ${FMHA_SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
     compute-sanitizer --tool $tool --error-exitcode 99 "$build/tests/fmha_gpu_tests" --gtest_filter="$filter" \
       > "$out/sanitizer_$tool.log" 2>&1

@@ -20,6 +20,12 @@ Two steps, because the GPU machine reaches nothing outside and a call takes at m
     all embedding elements (k = 2), and prints both errors and the cosine similarities.
   check --attention=reference runs the same routing with a plain PyTorch varlen attention instead of fmha (on the
     CPU too), to test the packing itself.
+
+  train (the GPU machine, as check): one training step's gradients. The loss is the sum over sentences of the
+    embedding's projection on a fixed random direction (seeded); the gradients of every weight tensor are taken in
+    the same three models (stock fp32, stock bf16, bf16 on fmha, whose backward is fmha's through autograd). Passes
+    when for every weight tensor max |g_fmha − g_fp32| ≤ k · max |g_bf16 − g_fp32| + 1e-3 · max |g_fp32| (k = 3, the
+    library's backward factor).
 """
 import argparse
 import json
@@ -144,16 +150,17 @@ def register(kind):
     return state
 
 
-def embed(model, ids, mask):
+def embed(model, ids, mask, grad=False):
     import torch
-    with torch.no_grad():
+    with torch.set_grad_enabled(grad):
         hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state.float()
     m = mask.unsqueeze(-1).float()
     pooled = (hidden * m).sum(1) / m.sum(1)
     return torch.nn.functional.normalize(pooled, dim=-1)
 
 
-def check(folder, k_factor, attention, json_out):
+def batch(folder, attention):
+    """The padded batch on the device and the registered routing's state."""
     import torch
     device = "cuda" if attention == "fmha" else ("cuda" if torch.cuda.is_available() else "cpu")
     with open(os.path.join(folder, "sentences.json")) as f:
@@ -172,6 +179,49 @@ def check(folder, k_factor, attention, json_out):
     state["valid"] = mask.bool()
     state["cu"] = torch.tensor([0] + list(torch.tensor(lengths).cumsum(0).tolist()), dtype=torch.int32,
                                device=device)
+    return device, ids, mask, lengths
+
+
+def train(folder, k_factor, attention, json_out):
+    import torch
+    device, ids, mask, lengths = batch(folder, attention)
+    gen = torch.Generator().manual_seed(7)
+    models = {"fp32": load_model(folder, torch.float32, "eager"), "bf16": load_model(folder, torch.bfloat16, "eager"),
+              "fmha": load_model(folder, torch.bfloat16, "fmha")}
+    direction = None
+    grads = {}
+    for name, model in models.items():
+        model = model.to(device)
+        e = embed(model, ids, mask, grad=True)
+        if direction is None:
+            direction = torch.randn(e.shape[-1], generator=gen).to(device)
+        (e @ direction).sum().backward()
+        grads[name] = {n: p.grad.float() for n, p in model.named_parameters() if p.grad is not None}
+    worst, rows = 0.0, []
+    ok = True
+    for n, g32 in grads["fp32"].items():
+        stock = (grads["bf16"][n] - g32).abs().max().item()
+        ours = (grads["fmha"][n] - g32).abs().max().item()
+        bound = k_factor * stock + 1e-3 * g32.abs().max().item()
+        ok = ok and ours <= bound
+        worst = max(worst, ours / bound if bound > 0 else (0.0 if ours == 0 else float("inf")))
+        rows.append({"tensor": n, "fmha_err": ours, "stock_bf16_err": stock, "bound": bound})
+    result = {"sentences": len(lengths), "tokens": sum(lengths), "attention": attention, "k": k_factor,
+              "tensors": len(rows), "worst_err_over_bound": worst, "pass": ok,
+              "attention_qkv_grads": [r for r in rows if "attention.self" in r["tensor"]][:6],
+              "torch": torch.__version__, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
+    print(json.dumps(result, indent=1))
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(dict(result, all_tensors=rows), f, indent=1)
+    return 0 if ok else 1
+
+
+def check(folder, k_factor, attention, json_out):
+    import torch
+    device, ids, mask, lengths = batch(folder, attention)
+    s = max(lengths)
+    rows = lengths
     e32 = embed(load_model(folder, torch.float32, "eager").to(device), ids, mask)
     e16 = embed(load_model(folder, torch.bfloat16, "eager").to(device), ids, mask)
     ef = embed(load_model(folder, torch.bfloat16, "fmha").to(device), ids, mask)
@@ -202,10 +252,17 @@ def main():
     c.add_argument("--k", type=float, default=2.0)
     c.add_argument("--attention", choices=["fmha", "reference"], default="fmha")
     c.add_argument("--json")
+    t = sub.add_parser("train")
+    t.add_argument("folder")
+    t.add_argument("--k", type=float, default=3.0)
+    t.add_argument("--attention", choices=["fmha", "reference"], default="fmha")
+    t.add_argument("--json")
     a = ap.parse_args()
     if a.cmd == "prepare":
         prepare(a.folder)
         return 0
+    if a.cmd == "train":
+        return train(a.folder, a.k, a.attention, a.json)
     return check(a.folder, a.k, a.attention, a.json)
 
 

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Backward benchmark: fmha's backward (torch.ops.fmha.bwd: pre-pass, main kernel, convert) against cuDNN (PyTorch
+SDPA pinned to the cuDNN backend, its backward through torch.autograd.grad) and, where it is built with its bwd
+feature, FlashAttention-3's backward (flash_attn_interface._flash_attn_backward), side by side in one process on the
+same inputs, each given its own forward's output and LSE.
+
+Rows: d 64 and 128, non-causal and causal, seqlen 1k … 16k at 16k tokens (batch = 16384 / seqlen), heads = 2048 / d;
+bf16 (and fp16 with --dtypes bf16,fp16; FA3 only where it was built for that dtype). TFLOPS = 2.5 × the forward's
+4 · b · h · s_q · s_k · d (half of it causal) over the median time (bench_fwd.time_interleaved: backends interleaved
+loop by loop, ~20 ms loops). "n/a" where a backend refuses a shape. Beside the timing, every row checks fmha's dQ,
+dK, dV against cuDNN's (max |difference|).
+
+Usage: PYTHONPATH=build/python python3 bench/bench_bwd.py [--json out.json] [--fa3 DIR] [--reps 7]
+       [--dtypes bf16] [--dims 64,128] [--seqlens 1024,2048,4096,8192,16384] [--deterministic]
+"""
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load_fa3(fa3_dir):
+    try:
+        if fa3_dir:
+            sys.path.insert(0, os.path.abspath(os.path.join(fa3_dir, "hopper")))
+        from flash_attn_interface import _flash_attn_backward, flash_attn_func
+        return (flash_attn_func, _flash_attn_backward), None
+    except Exception as e:  # noqa: BLE001 (any import failure leaves the column out)
+        return None, f"{type(e).__name__}: {e}"
+
+
+def main():
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    sys.path.insert(0, HERE)
+    from bench_fwd import time_interleaved
+    import fmha
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json")
+    ap.add_argument("--fa3", default=os.environ.get("FMHA_FA3_DIR") or None)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--dtypes", default="bf16")
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--seqlens", default="1024,2048,4096,8192,16384")
+    ap.add_argument("--deterministic", action="store_true", help="fmha's (and FA3's) deterministic backward")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    fa3, fa3_err = load_fa3(args.fa3)
+    if fa3 is None:
+        print(f"# FlashAttention-3 backward: not available ({fa3_err})")
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    rows = []
+    for dname in args.dtypes.split(","):
+        dt = dtypes[dname]
+        for d in (int(x) for x in args.dims.split(",")):
+            h = 2048 // d
+            for causal in (False, True):
+                for s in (int(x) for x in args.seqlens.split(",")):
+                    b = max(1, 16384 // s)
+                    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=dt) for _ in range(4))
+                    out, lse = fmha.attention(q, k, v, causal=causal, return_lse=True)
+                    fns = {"fmha": lambda q=q, k=k, v=v, out=out, lse=lse, dout=dout, causal=causal:
+                           torch.ops.fmha.bwd(dout, q, k, v, out, lse, 0.0, causal, True, args.deterministic)}
+                    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+                    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                        try:
+                            ot = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                        except RuntimeError:
+                            ot = None
+                    if ot is not None:
+                        dot = dout.transpose(1, 2)
+
+                        def cudnn(ot=ot, qt=qt, kt=kt, vt=vt, dot=dot):
+                            return torch.autograd.grad(ot, (qt, kt, vt), dot, retain_graph=True)
+                        fns["cudnn"] = cudnn
+                    if fa3 is not None:
+                        fa3_fwd, fa3_bwd = fa3
+                        try:
+                            o3, lse3 = fa3_fwd(q, k, v, causal=causal, return_attn_probs=True)[:2]
+                            g3 = [torch.empty_like(x) for x in (q, k, v)]
+
+                            def fa3_call(o3=o3, lse3=lse3, g3=g3, q=q, k=k, v=v, dout=dout, causal=causal):
+                                return fa3_bwd(dout, q, k, v, o3, lse3, dq=g3[0], dk=g3[1], dv=g3[2],
+                                               softmax_scale=d ** -0.5, is_causal=causal,
+                                               deterministic=args.deterministic)
+                            fns["fa3"] = fa3_call
+                        except (RuntimeError, TypeError) as e:
+                            print(f"# FA3 refused {dname} d{d} s{s}: {str(e).splitlines()[0][:120]}")
+                    errs = {}
+                    if "cudnn" in fns:
+                        ref = [g.transpose(1, 2).float() for g in fns["cudnn"]()]
+                        got = fns["fmha"]()
+                        for name, g, r in zip(("dq", "dk", "dv"), got, ref):
+                            errs[name] = (g.float() - r).abs().max().item()
+                    med, failed = time_interleaved(fns, args.reps, 20.0, 5.0, seed=s * 31 + d + causal)
+                    flops = 2.5 * 4 * b * h * s * s * d / (2 if causal else 1)
+                    row = {"dtype": dname, "batch": b, "seqlen": s, "heads": h, "head_dim": d, "causal": causal,
+                           "deterministic": args.deterministic, "errors": failed, "max_abs_vs_cudnn": errs}
+                    for name, ms in med.items():
+                        row[f"{name}_ms"] = ms
+                        row[f"{name}_tflops"] = flops / ms / 1e9
+                    for peer in ("cudnn", "fa3"):
+                        if f"{peer}_tflops" in row and "fmha_tflops" in row:
+                            row[f"ratio_vs_{peer}"] = row["fmha_tflops"] / row[f"{peer}_tflops"]
+                    rows.append(row)
+                    del q, k, v, dout, out, lse, fns
+                    torch.cuda.empty_cache()
+    print("TFLOPS (backward = 2.5 x forward FLOPs); ratio = fmha / peer")
+    print(f"{'dt':>4} {'d':>3} {'causal':>6} {'s':>6} | {'fmha':>7} {'cudnn':>7} {'fa3':>7} | {'/cudnn':>7} {'/fa3':>7}"
+          " | max |d| vs cuDNN")
+    for r in rows:
+        def cell(k, f="7.1f"):
+            return format(r[k], f) if k in r else f"{'n/a':>7}"
+        err = max(r["max_abs_vs_cudnn"].values()) if r["max_abs_vs_cudnn"] else float("nan")
+        print(f"{r['dtype']:>4} {r['head_dim']:>3} {str(r['causal']):>6} {r['seqlen']:>6} | {cell('fmha_tflops')} "
+              f"{cell('cudnn_tflops')} {cell('fa3_tflops')} | {cell('ratio_vs_cudnn', '7.3f')} "
+              f"{cell('ratio_vs_fa3', '7.3f')} | {err:.2e}")
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "command": " ".join(sys.argv),
+              "fa3_unavailable": fa3_err, "rows": rows}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
