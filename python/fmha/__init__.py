@@ -126,10 +126,12 @@ _NO_LSE_GRAD = ("fmha: lse: a gradient through the returned LSE is not supported
 
 
 def _fwd_setup_context(ctx, inputs, output):
-    q, k, v, scale, causal, q_end, deterministic = inputs
+    q, k, v, scale, causal, q_end = inputs[:6]
+    deterministic = inputs[6] if len(inputs) > 6 else False  # the schema's default when left out
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.args = (scale, causal, q_end, deterministic)
+    ctx.n_inputs = len(inputs)
     ctx.set_materialize_grads(False)
 
 
@@ -138,16 +140,18 @@ def _fwd_backward(ctx, d_out, d_lse):
         raise NotImplementedError(_NO_LSE_GRAD)
     q, k, v, out, lse = ctx.saved_tensors
     if d_out is None:
-        return None, None, None, None, None, None, None
+        return (None,) * ctx.n_inputs
     dq, dk, dv = torch.ops.fmha.bwd(d_out, q, k, v, out, lse, *ctx.args)
-    return dq, dk, dv, None, None, None, None
+    return (dq, dk, dv) + (None,) * (ctx.n_inputs - 3)
 
 
 def _fwd_varlen_setup_context(ctx, inputs, output):
-    q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, q_end, deterministic = inputs
+    q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, q_end = inputs[:10]
+    deterministic = inputs[10] if len(inputs) > 10 else False
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
     ctx.args = (max_q, max_k, scale, causal, q_end, deterministic)
+    ctx.n_inputs = len(inputs)
     ctx.set_materialize_grads(False)
 
 
@@ -156,9 +160,9 @@ def _fwd_varlen_backward(ctx, d_out, d_lse):
         raise NotImplementedError(_NO_LSE_GRAD)
     q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
     if d_out is None:
-        return (None,) * 11
+        return (None,) * ctx.n_inputs
     dq, dk, dv = torch.ops.fmha.bwd_varlen(d_out, q, k, v, out, lse, cu_q, cu_k, *ctx.args)
-    return (dq, dk, dv) + (None,) * 8
+    return (dq, dk, dv) + (None,) * (ctx.n_inputs - 3)
 
 
 torch.library.register_autograd("fmha::fwd", _fwd_backward, setup_context=_fwd_setup_context)
