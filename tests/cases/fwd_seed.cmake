@@ -1,6 +1,7 @@
 # The seed's forward CTest matrix (docs/seed.md §8.1), run through the fmha_fwd CLI with --verify under the seed's
 # fixed thresholds (--tolerance=seed), for fp16 and bf16.
 # Causal cases run in both alignments (--causal-type=qbegin,qend). Label gpu; exit code 77 (no GPU) is a skip.
+include(${CMAKE_CURRENT_LIST_DIR}/seed_varlen.lists)
 set(FMHA_FWD_SEED_TESTS
   "basic|--b=1 --h=4 --q=512 --k=512 --d=128 --verify --mask=no"
   "causal_00|--b=1 --h=4 --q=512 --k=512 --d=128 --verify --mask=causal --causal-type=qbegin,qend"
@@ -8,21 +9,7 @@ set(FMHA_FWD_SEED_TESTS
   "varlen|--b=1 --h=4 --q=512 --k=512 --d=128 --verify --mask=residual --varlen"
   "hdim64|--b=2 --h=4 --q=512 --k=512 --d=64 --verify"
   "gqa|--b=2 --h=4 --h_k=2 --q=512 --k=512 --d=64 --verify"
-  "varlen_00|--d=128 --h=8 --h_k=4 --varlen-q=128 --varlen-k=128"
-  "varlen_01|--d=64 --h=4 --h_k=4 --varlen-q=128 --varlen-k=128"
-  "varlen_02|--d=128 --h=4 --h_k=2 --varlen-q=128 --varlen-k=128"
-  "varlen_03|--d=128 --h=8 --h_k=8 --varlen-q=256:256 --varlen-k=512:512"
-  "varlen_04|--d=128 --h=8 --h_k=4 --varlen-q=256:256 --varlen-k=512:512"
-  "varlen_05|--d=128 --h=8 --h_k=1 --varlen-q=256:256 --varlen-k=512:512"
-  "varlen_06|--d=128 --h=8 --h_k=2 --varlen-q=256:256:256:256 --varlen-k=256:768:512:512"
-  "varlen_07|--d=128 --h=8 --h_k=2 --varlen-q=256:256:256:256 --varlen-k=256:0:1280:512"
-  "varlen_08|--d=128 --h=8 --h_k=2 --varlen-q=256:0:512:256 --varlen-k=256:256:1024:512"
-  "varlen_09|--d=64 --h=16 --h_k=16 --varlen-q=100:300 --varlen-k=100:300"
-  "varlen_10|--d=64 --h=4 --h_k=4 --varlen-q=3:2 --varlen-k=2:5"
-  "varlen_11|--d=64 --h=4 --h_k=2 --varlen-q=17:10 --varlen-k=13:10"
-  "varlen_12|--d=64 --h=4 --h_k=4 --varlen-q=177:845 --varlen-k=257:766"
-  "varlen_13|--d=64 --h=4 --h_k=2 --varlen-q=177:366:479 --varlen-k=257:0:766"
-  "varlen_14|--d=64 --h=4 --h_k=4 --varlen-q=1 --varlen-k=1"
+  ${FMHA_SEED_VARLEN_00_14}
   "varlen_15|--verify --varlen --mask=causal --causal-type=qbegin --d=128 --h=4 --h_k=4 --varlen-q=128 --varlen-k=128"
   "varlen_16|--verify --varlen --mask=causal --causal-type=qbegin --d=128 --h=4 --h_k=4 --varlen-q=17 --varlen-k=257"
   "varlen_17|--verify --varlen --mask=causal --causal-type=qbegin --d=128 --h=4 --h_k=4 --varlen-q=17 --varlen-k=25"

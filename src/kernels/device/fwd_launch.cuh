@@ -12,6 +12,7 @@
 #endif
 
 #include "api/launch.h"
+#include "kernels/device/gmem_view.cuh"
 #include "kernels/kernel/fwd_kernel.cuh"
 
 namespace fmha::device {
@@ -29,20 +30,10 @@ Status fwd_run(const FwdParams& a, cudaStream_t stream) {
   const kernel::FwdTileOrder order = kernel::make_fwd_tile_order(a, Config::kBlockM, sizeof(Element));
   if (order.num_tiles == 0) return Status::ok();  // no query rows: nothing to compute or write
 
-  // (rows, head dim, heads, batch) views of the caller's tensors. Varlen tensors are one packed "batch".
-  // TMA descriptors need every extent ≥ 1 and non-zero strides: a tensor with no rows (Sk = 0, or all varlen
-  // entries empty) gets a one-row view that is never loaded, and modes of extent 1 get a harmless stride.
+  // (rows, head dim, heads, batch) views of the caller's tensors (device/gmem_view.cuh).
   auto gmem = [&](const void* ptr, int rows, int heads, int64_t rs, int64_t hs, int64_t bs) {
-    const int batches = varlen ? 1 : a.batch;
-    if (rows == 0) {  // never loaded (every tile sees no key): any valid layout will do
-      rows = 1;
-      hs = bs = rs;
-    }
-    if (heads == 1 && hs == 0) hs = rs * rows;
-    if (batches == 1) bs = rs * rows;
-    auto shape = typename Config::GmemShape{rows, a.head_dim, heads, batches};
-    auto stride = typename Config::GmemStride{rs, _1{}, hs, bs};
-    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_layout(shape, stride));
+    return bshd_gmem_view<Element, typename Config::GmemShape, typename Config::GmemStride>(
+        ptr, rows, a.head_dim, heads, varlen ? 1 : a.batch, rs, hs, bs);
   };
   const int rows_q = varlen ? a.total_q : a.seqlen_q;
   const int rows_k = varlen ? a.total_k : a.seqlen_k;
