@@ -22,6 +22,7 @@ enum class BwdAlgorithm { kOnePass, kTwoPass };
 /// gradient dO of O, the gradients dQ, dK, dV of the forward with the same mask, causal alignment and scale:
 ///   P_ij = exp(scale · q_i·k_j − LSE_i) over the keys row i sees; D_i = Σ_d dO_id O_id; dS_ij = P_ij (dO_i·v_j − D_i);
 ///   dQ_i = scale · Σ_j dS_ij k_j;  dK_j = scale · Σ_i dS_ij q_i;  dV_j = Σ_i P_ij dO_i.
+/// With d_lse (the gradient of the returned LSE, for a loss that uses it) dS_ij = P_ij (dO_i·v_j − D_i + dLSE_i).
 /// A row that saw no key (LSE = −inf) contributes nothing and gets dQ = 0; a key no row sees gets dK = dV = 0.
 /// GQA / MQA: dK and dV of K/V head hk sum over its heads_q / heads_kv query heads.
 ///
@@ -57,6 +58,7 @@ struct BwdParams {
   const void* o = nullptr;
   const void* d_o = nullptr;
   const float* lse = nullptr;
+  const float* d_lse = nullptr;  ///< optional: the gradient of LSE, fp32 in lse's layout; null = none (0)
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
@@ -90,7 +92,8 @@ Status bwd_validate(const BwdParams& p);
 /// Bytes of workspace bwd needs for `p`, at most a few hundred bytes over
 ///   dense: rows = batch · ceil(seqlen_q / 128) · 128; varlen: rows = total_q + 128 · batch, rounded up to 128;
 ///   4 · heads_q · rows (D = Σ dO∘O) + 4 · heads_q · rows (LSE in log2 units)
-///   + one pass: 4 · heads_q · rows · round_up(head_dim, 8) (the fp32 dQ accumulator)
+///   + one pass: 4 · heads_q · rows · t (the fp32 dQ accumulator; t = 64 for head dims up to 64, 128 up to 128,
+///     else round_up(head_dim, 8))
 ///   + deterministic one pass: 4 · heads_q · rows / 64 (the order counters of the kernel's 64-row blocks).
 /// Each part starts on kWorkspaceAlignment (256 bytes). bwd initialises what it reads there on every call and keeps
 /// nothing between calls. Needs no GPU; never fails (for invalid params, what valid ones of that shape need).

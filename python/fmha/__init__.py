@@ -15,8 +15,8 @@ up to 128. Bad arguments raise ``ValueError`` with fmha's message (argument, exp
 kernel takes (e.g. a GPU that is not sm_90) ``NotImplementedError``, a CUDA failure ``RuntimeError``.
 Autograd: :func:`attention` and :func:`attention_varlen` are differentiable in q, k and v (fmha's backward,
 ``torch.ops.fmha.bwd`` / ``bwd_varlen``, registered with ``torch.library.register_autograd``; ``deterministic=True``
-makes the gradients bitwise repeatable). A gradient flowing into the returned LSE is not supported (it raises
-``NotImplementedError`` in the backward). :func:`decode` has no backward. Empty inputs: no query rows give empty
+makes the gradients bitwise repeatable), also through the returned LSE (a loss may use ``lse``: its gradient enters
+as ``dS = P · (dP − D + dLSE)``). :func:`decode` has no backward. Empty inputs: no query rows give empty
 outputs, no keys give ``O = 0`` and ``LSE = -inf``.
 
 Causal alignment: ``causal_align="q_end"`` (the default) aligns the last query with the last key
@@ -121,10 +121,6 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
 # ------------------------------------------------------------------------------------------------------ autograd
 
-_NO_LSE_GRAD = ("fmha: lse: a gradient through the returned LSE is not supported (use the LSE for values only, e.g. "
-                "lse.detach())")
-
-
 def _fwd_setup_context(ctx, inputs, output):
     q, k, v, scale, causal, q_end = inputs[:6]
     deterministic = inputs[6] if len(inputs) > 6 else False  # the schema's default when left out
@@ -136,12 +132,12 @@ def _fwd_setup_context(ctx, inputs, output):
 
 
 def _fwd_backward(ctx, d_out, d_lse):
-    if d_lse is not None:
-        raise NotImplementedError(_NO_LSE_GRAD)
     q, k, v, out, lse = ctx.saved_tensors
-    if d_out is None:
+    if d_out is None and d_lse is None:
         return (None,) * ctx.n_inputs
-    dq, dk, dv = torch.ops.fmha.bwd(d_out, q, k, v, out, lse, *ctx.args)
+    if d_out is None:  # only the LSE was used
+        d_out = torch.zeros_like(out)
+    dq, dk, dv = torch.ops.fmha.bwd(d_out, q, k, v, out, lse, d_lse, *ctx.args)
     return (dq, dk, dv) + (None,) * (ctx.n_inputs - 3)
 
 
@@ -156,12 +152,12 @@ def _fwd_varlen_setup_context(ctx, inputs, output):
 
 
 def _fwd_varlen_backward(ctx, d_out, d_lse):
-    if d_lse is not None:
-        raise NotImplementedError(_NO_LSE_GRAD)
     q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
-    if d_out is None:
+    if d_out is None and d_lse is None:
         return (None,) * ctx.n_inputs
-    dq, dk, dv = torch.ops.fmha.bwd_varlen(d_out, q, k, v, out, lse, cu_q, cu_k, *ctx.args)
+    if d_out is None:
+        d_out = torch.zeros_like(out)
+    dq, dk, dv = torch.ops.fmha.bwd_varlen(d_out, q, k, v, out, lse, d_lse, cu_q, cu_k, *ctx.args)
     return (dq, dk, dv) + (None,) * (ctx.n_inputs - 3)
 
 

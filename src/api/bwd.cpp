@@ -109,6 +109,8 @@ Status bwd_validate(const BwdParams& p) {
   if (p.lse == nullptr) return bad("lse", "the forward's LSE (a device pointer)", "null");
   if ((reinterpret_cast<uintptr_t>(p.lse) & 3u) != 0)
     return bad("lse", "a 4-byte aligned address", "an address ending in " + detail::low_hex(p.lse, 3u));
+  if ((reinterpret_cast<uintptr_t>(p.d_lse) & 3u) != 0)
+    return bad("d_lse", "null or a 4-byte aligned address", "an address ending in " + detail::low_hex(p.d_lse, 3u));
   return Status::ok();
 }
 
@@ -132,7 +134,8 @@ Status bwd(const BwdParams& params, Workspace workspace, cudaStream_t stream) {
   detail::DeviceInfo dev;
   if (Status s = detail::current_sm90_device(&dev); !s) return s;
   if (Status s = detail::check_device_pointers({{"q", params.q}, {"k", params.k}, {"v", params.v}, {"o", params.o},
-                                                {"do", params.d_o}, {"lse", params.lse}, {"dq", params.dq},
+                                                {"do", params.d_o}, {"lse", params.lse}, {"d_lse", params.d_lse},
+                                                {"dq", params.dq},
                                                 {"dk", params.dk}, {"dv", params.dv},
                                                 {"cu_seqlens_q", params.cu_seqlens_q},
                                                 {"cu_seqlens_k", params.cu_seqlens_k},

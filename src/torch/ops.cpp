@@ -22,14 +22,14 @@
 // Meta kernels, where fake tensors would take NotImplementedError for a missing kernel); a CUDA failure
 // RuntimeError. With symbolic shapes (torch.compile, dynamic=True) heads and head dim are specialised (guards), the
 // lengths and strides are checked where concrete.
-//   fmha::bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, float softmax_scale, bool causal,
-//             bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)
-//   fmha::bwd_varlen(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens_q,
-//                    Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal,
-//                    bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)
+//   fmha::bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor? d_lse,
+//             float softmax_scale, bool causal, bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)
+//   fmha::bwd_varlen(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor? d_lse,
+//                    Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k,
+//                    float softmax_scale, bool causal, bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)
 //     the gradients dq, dk, dv (contiguous, shaped like q, k, v) of the forward call with the same arguments, given
-//     its out and lse and the gradient d_out of out (include/fmha/bwd.h); the workspace comes from torch's caching
-//     allocator. Autograd for fmha::fwd and fmha::fwd_varlen is registered in Python (python/fmha/__init__.py,
+//     its out and lse, the gradient d_out of out and optionally the gradient d_lse of lse (fp32, lse's shape)
+//     (include/fmha/bwd.h); the workspace comes from torch's caching allocator. Autograd for fmha::fwd and fmha::fwd_varlen is registered in Python (python/fmha/__init__.py,
 //     torch.library.register_autograd) on these operators.
 // Empty problems: no query rows give empty outputs; no keys give O = 0 and LSE = −inf (after the checks).
 // LSE is always computed (the kernel writes it at almost no cost; fmha.attention returns it on request).
@@ -44,6 +44,7 @@
 #include <cfloat>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "fmha/bwd.h"
@@ -376,7 +377,14 @@ fmha::BwdParams bwd_params(const fmha::FwdParams& f, const Tensor& d_out, void* 
   return p;
 }
 
-void check_bwd_tensors(const char* op, const Tensor& d_out, const Tensor& q, const Tensor& out, const Tensor& lse) {
+void check_bwd_tensors(const char* op, const Tensor& d_out, const Tensor& q, const Tensor& out, const Tensor& lse,
+                       const std::optional<Tensor>& d_lse) {
+  if (d_lse) {
+    TORCH_CHECK_VALUE(d_lse->scalar_type() == at::kFloat && d_lse->sym_sizes() == lse.sym_sizes() &&
+                          d_lse->device() == lse.device(),
+                      "fmha.", op, ": d_lse: expected a torch.float32 tensor of lse's shape ", lse.sym_sizes(),
+                      " on its device, got ", torch_name(d_lse->scalar_type()), " ", d_lse->sym_sizes());
+  }
   TORCH_CHECK_VALUE(d_out.sym_sizes() == q.sym_sizes() && out.sym_sizes() == q.sym_sizes(), "fmha.", op,
                     ": d_out, out: expected q's shape ", q.sym_sizes(), ", got ", d_out.sym_sizes(), ", ",
                     out.sym_sizes());
@@ -398,10 +406,10 @@ void run_bwd(fmha::BwdParams& p, const Tensor& q) {
 }
 
 std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                                            const Tensor& out, const Tensor& lse, double softmax_scale, bool causal,
-                                            bool causal_q_end, bool deterministic) {
+                                            const Tensor& out, const Tensor& lse, const std::optional<Tensor>& d_lse,
+                                            double softmax_scale, bool causal, bool causal_q_end, bool deterministic) {
   check_tensors("attention backward", q, k, v, 4, false);
-  check_bwd_tensors("attention backward", d_out, q, out, lse);
+  check_bwd_tensors("attention backward", d_out, q, out, lse, d_lse);
   check_scale("attention backward", softmax_scale);
   TORCH_CHECK_VALUE(lse.dim() == 3 && lse.size(0) == q.size(0) && lse.size(1) == q.size(2) &&
                         lse.size(2) == q.size(1) && lse.is_contiguous(),
@@ -416,15 +424,17 @@ std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& d_out, const Tensor& q
   bool ok = true;
   const fmha::FwdParams f = dense_params(q, k, v, &o, &lse, softmax_scale, causal, causal_q_end, ok);
   fmha::BwdParams p = bwd_params(f, dout, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), deterministic);
+  const Tensor dlse = d_lse ? d_lse->contiguous() : Tensor();
+  p.d_lse = dlse.defined() ? dlse.data_ptr<float>() : nullptr;
   run_bwd(p, q);
   return {dq, dk, dv};
 }
 
 std::tuple<Tensor, Tensor, Tensor> bwd_meta(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                                            const Tensor& out, const Tensor& lse, double softmax_scale, bool causal,
-                                            bool causal_q_end, bool deterministic) {
+                                            const Tensor& out, const Tensor& lse, const std::optional<Tensor>& d_lse,
+                                            double softmax_scale, bool causal, bool causal_q_end, bool deterministic) {
   check_tensors("attention backward", q, k, v, 4, true);
-  check_bwd_tensors("attention backward", d_out, q, out, lse);
+  check_bwd_tensors("attention backward", d_out, q, out, lse, d_lse);
   check_scale("attention backward", softmax_scale);
   (void)causal, (void)causal_q_end, (void)deterministic;
   return {at::empty_symint(q.sym_sizes(), q.options()), at::empty_symint(k.sym_sizes(), k.options()),
@@ -433,11 +443,12 @@ std::tuple<Tensor, Tensor, Tensor> bwd_meta(const Tensor& d_out, const Tensor& q
 
 std::tuple<Tensor, Tensor, Tensor> bwd_varlen_cuda(const Tensor& d_out, const Tensor& q, const Tensor& k,
                                                    const Tensor& v, const Tensor& out, const Tensor& lse,
-                                                   const Tensor& cu_q, const Tensor& cu_k, int64_t max_q, int64_t max_k,
+                                                   const std::optional<Tensor>& d_lse, const Tensor& cu_q,
+                                                   const Tensor& cu_k, int64_t max_q, int64_t max_k,
                                                    double softmax_scale, bool causal, bool causal_q_end,
                                                    bool deterministic) {
   check_tensors("attention_varlen backward", q, k, v, 3, false);
-  check_bwd_tensors("attention_varlen backward", d_out, q, out, lse);
+  check_bwd_tensors("attention_varlen backward", d_out, q, out, lse, d_lse);
   check_cu("cu_seqlens_q", cu_q, q, false);
   check_cu("cu_seqlens_k", cu_k, q, false);
   check_scale("attention_varlen backward", softmax_scale);
@@ -453,17 +464,20 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_cuda(const Tensor& d_out, const Te
   const fmha::FwdParams f =
       varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, &o, &lse, softmax_scale, causal, causal_q_end, ok);
   fmha::BwdParams p = bwd_params(f, dout, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), deterministic);
+  const Tensor dlse = d_lse ? d_lse->contiguous() : Tensor();
+  p.d_lse = dlse.defined() ? dlse.data_ptr<float>() : nullptr;
   run_bwd(p, q);
   return {dq, dk, dv};
 }
 
 std::tuple<Tensor, Tensor, Tensor> bwd_varlen_meta(const Tensor& d_out, const Tensor& q, const Tensor& k,
                                                    const Tensor& v, const Tensor& out, const Tensor& lse,
-                                                   const Tensor& cu_q, const Tensor& cu_k, int64_t max_q, int64_t max_k,
+                                                   const std::optional<Tensor>& d_lse, const Tensor& cu_q,
+                                                   const Tensor& cu_k, int64_t max_q, int64_t max_k,
                                                    double softmax_scale, bool causal, bool causal_q_end,
                                                    bool deterministic) {
   check_tensors("attention_varlen backward", q, k, v, 3, true);
-  check_bwd_tensors("attention_varlen backward", d_out, q, out, lse);
+  check_bwd_tensors("attention_varlen backward", d_out, q, out, lse, d_lse);
   check_cu("cu_seqlens_q", cu_q, q, true);
   check_cu("cu_seqlens_k", cu_k, q, true);
   check_scale("attention_varlen backward", softmax_scale);
@@ -483,12 +497,12 @@ TORCH_LIBRARY(fmha, m) {
       "int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end, bool deterministic=False) -> "
       "(Tensor, Tensor)");
   m.def(
-      "bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, float softmax_scale, bool causal, "
-      "bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)");
+      "bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor? d_lse, float softmax_scale, "
+      "bool causal, bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)");
   m.def(
-      "bwd_varlen(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens_q, "
-      "Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end, "
-      "bool deterministic) -> (Tensor, Tensor, Tensor)");
+      "bwd_varlen(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor? d_lse, "
+      "Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, "
+      "bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(fmha, CUDA, m) {

@@ -29,7 +29,7 @@ class Schemas(unittest.TestCase):
                          "bool deterministic=False) -> (Tensor, Tensor)")
         self.assertEqual(str(torch.ops.fmha.bwd.default._schema),
                          "fmha::bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
-                         "float softmax_scale, bool causal, bool causal_q_end, bool deterministic) -> "
+                         "Tensor? d_lse, float softmax_scale, bool causal, bool causal_q_end, bool deterministic) -> "
                          "(Tensor, Tensor, Tensor)")
 
 
@@ -132,8 +132,13 @@ class Errors(unittest.TestCase):
         self.assertEqual(k.grad.shape, k.shape)
         with torch.no_grad():
             self.assertFalse(fmha.attention(q, k, k).requires_grad)
+        q.grad = None
         out, lse = fmha.attention(q, k, k, return_lse=True)
-        self.check(NotImplementedError, "gradient through the returned LSE", lse.sum().backward)
+        lse.sum().backward()  # a loss of the LSE alone: d_out is zeros, d_lse passes to the backward
+        self.assertEqual(q.grad.shape, q.shape)
+        bad = torch.empty(1, 4, 9, device="meta")  # lse is [1, 4, 8]
+        self.check(ValueError, "d_lse: expected a torch.float32 tensor of lse's shape", torch.ops.fmha.bwd,
+                   meta(1, 8, 4, 64), q, k, k, meta(1, 8, 4, 64), lse, bad, 0.0, False, True, False)
 
     def test_empty_problems(self):
         # No query rows: empty outputs (batch 0 too); no keys: shapes as usual (O = 0 on the GPU).

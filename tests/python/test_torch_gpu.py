@@ -5,7 +5,7 @@ sequences; torch.library.opcheck on CUDA tensors; torch.compile(fullgraph=True) 
 CUDA graphs; LSE against fp64 logsumexp; autograd (class Backward): dQ, dK, dV against fp64 autograd of the math
 attention within k = 3 times the error of torch's own low-precision gradients (plus the same floor), dense, GQA,
 both causal alignments, varlen, the deterministic option bit for bit, opcheck of the backward operators,
-torch.compile of a training step, the LSE-gradient error. Exits 77 (skipped) without a usable GPU.
+torch.compile of a training step, a loss that uses the returned LSE. Exits 77 (skipped) without a usable GPU.
 
 Run: PYTHONPATH=<build>/python:<torch> python3 tests/python/test_torch_gpu.py -v
 """
@@ -267,8 +267,10 @@ class Backward(unittest.TestCase):
     def test_opcheck_backward(self):
         q, k = rand(2, 128, 4, 64), rand(2, 200, 2, 64)
         out, lse = torch.ops.fmha.fwd(q, k, k, 0.0, True, True)
-        torch.library.opcheck(torch.ops.fmha.bwd.default, (rand(2, 128, 4, 64), q, k, k, out, lse, 0.0, True, True,
-                                                           False))
+        torch.library.opcheck(torch.ops.fmha.bwd.default, (rand(2, 128, 4, 64), q, k, k, out, lse, None, 0.0, True,
+                                                           True, False))
+        torch.library.opcheck(torch.ops.fmha.bwd.default, (rand(2, 128, 4, 64), q, k, k, out, lse,
+                                                           torch.randn_like(lse), 0.0, True, True, False))
         q.requires_grad_()
         torch.library.opcheck(torch.ops.fmha.fwd.default, (q, k, k, 0.0, True, True, False))
 
@@ -288,15 +290,29 @@ class Backward(unittest.TestCase):
         torch.compile(step, fullgraph=True)(x).backward()
         self.assertTrue(torch.allclose(w.grad.float(), g_eager.float(), rtol=1e-2, atol=1e-3))
 
-    def test_lse_gradient_refused(self):
-        q = rand(1, 64, 2, 64).requires_grad_()
-        out, lse = fmha.attention(q, q, q, return_lse=True)
-        with self.assertRaises(NotImplementedError) as cm:
-            lse.sum().backward()
-        self.assertIn("gradient through the returned LSE", str(cm.exception))
-        out2 = fmha.attention(q, q, q)  # the LSE unused: fine
-        out2.sum().backward()
-        self.assertEqual(q.grad.shape, q.shape)
+    def test_lse_gradient(self):
+        # A loss of O and of the returned LSE, against fp64 autograd of the math attention's O and logsumexp.
+        q, k, v = rand(2, 150, 4, 64), rand(2, 200, 2, 64), rand(2, 200, 2, 64)
+        w_o, w_l = rand(2, 150, 4, 64), torch.randn(2, 4, 150, device="cuda")
+
+        def loss_fmha(a, b, c):
+            out, lse = fmha.attention(a, b, c, causal=True, return_lse=True)
+            return (out.float() * w_o.float()).sum() + (lse * w_l).sum()
+
+        def loss_ref(a, b, c):
+            out, lse = reference(a, b, c, True, True)
+            return (out * w_o.double()).sum() + (lse * w_l.double()).sum()
+
+        got = grads(lambda a, b, c: loss_fmha(a, b, c), (q, k, v), torch.ones((), device="cuda"))
+        ref = grads(lambda a, b, c: loss_ref(a, b, c), (q.double(), k.double(), v.double()),
+                    torch.ones((), device="cuda", dtype=torch.float64))
+        for name, g, r in zip(("dq", "dk", "dv"), got, ref):
+            err = (g.double() - r).abs().max().item()
+            self.assertLessEqual(err, 0.03 * r.abs().max().item() + 1e-2, name)
+        # The LSE alone (no gradient into O).
+        x = q.detach().clone().requires_grad_()
+        fmha.attention(x, k, v, return_lse=True)[1].sum().backward()
+        self.assertTrue(torch.isfinite(x.grad).all())
 
 class Decode(unittest.TestCase):
     """fmha.decode against the forward reference on the gathered keys (contiguous and paged caches, the append,

@@ -8,6 +8,7 @@
 
 #include "api/bwd_workspace.h"
 #include "api/launch.h"
+#include "kernels/device/gmem_view.cuh"
 #include "kernels/kernel/bwd_kernel.cuh"
 
 namespace fmha::device {
@@ -28,7 +29,7 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   w.dq_acc = reinterpret_cast<float*>(ws + layout.dq_acc);
   w.order = layout.has_order ? reinterpret_cast<int*>(ws + layout.order) : nullptr;
   w.rows = layout.rows;
-  w.d8 = layout.d8;
+  w.dq_row = layout.dq_row;
 
   kernel::BwdRowParams<Element> rp{};
   rp.batch = a.batch, rp.heads_q = a.heads_q, rp.head_dim = a.head_dim, rp.seqlen_q = a.seqlen_q;
@@ -39,6 +40,7 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   rp.do_row_stride = a.do_row_stride, rp.do_head_stride = a.do_head_stride, rp.do_batch_stride = a.do_batch_stride;
   rp.dq_row_stride = a.dq_row_stride, rp.dq_head_stride = a.dq_head_stride, rp.dq_batch_stride = a.dq_batch_stride;
   rp.lse = a.lse;
+  rp.d_lse = a.d_lse;
   rp.scale = a.softmax_scale;
   rp.ws = w;
   const unsigned batch_grid = unsigned(std::min(a.batch, 65535));
@@ -56,19 +58,10 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   const int n_blocks = (a.seqlen_k + Config::kBlockN - 1) / Config::kBlockN;
   const int64_t tiles = int64_t(n_blocks) * a.heads_kv * a.batch;
   if (tiles > 0 && rows_k > 0) {
-    // (rows, head dim, heads, batch) views of the caller's tensors, as the forward's (fwd_launch.cuh): varlen
-    // tensors are one packed "batch"; a tensor with no rows gets a one-row view that is never loaded.
+    // (rows, head dim, heads, batch) views of the caller's tensors, as the forward's (device/gmem_view.cuh).
     auto gmem = [&](const void* ptr, int rows, int heads, int64_t rs, int64_t hs, int64_t bs) {
-      const int batches = varlen ? 1 : a.batch;
-      if (rows == 0) {
-        rows = 1;
-        hs = bs = rs;
-      }
-      if (heads == 1 && hs == 0) hs = rs * rows;
-      if (batches == 1) bs = rs * rows;
-      auto shape = typename Config::GmemShape{rows, a.head_dim, heads, batches};
-      auto stride = typename Config::GmemStride{rs, _1{}, hs, bs};
-      return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_layout(shape, stride));
+      return bshd_gmem_view<Element, typename Config::GmemShape, typename Config::GmemStride>(
+          ptr, rows, a.head_dim, heads, varlen ? 1 : a.batch, rs, hs, bs);
     };
     auto mQ = gmem(a.q, rows_q, a.heads_q, a.q_row_stride, a.q_head_stride, a.q_batch_stride);
     auto mdO = gmem(a.d_o, rows_q, a.heads_q, a.do_row_stride, a.do_head_stride, a.do_batch_stride);
@@ -106,9 +99,8 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   }
 
   if (a.seqlen_q > 0) {
-    const int64_t threads = int64_t(a.seqlen_q) * ((a.head_dim + 7) / 8);
-    const dim3 grid(unsigned((threads + 255) / 256), unsigned(a.heads_q), batch_grid);
-    kernel::bwd_convert_kernel<Element><<<grid, 256, 0, stream>>>(rp);
+    const dim3 grid(unsigned((a.seqlen_q + Config::kBlockM - 1) / Config::kBlockM), unsigned(a.heads_q), batch_grid);
+    kernel::bwd_convert_kernel<Config><<<grid, 256, 0, stream>>>(rp);
     if (Status s = cuda_status(cudaGetLastError(), "launch bwd_convert_kernel"); !s) return s;
   }
   return Status::ok();

@@ -1,17 +1,18 @@
 // Backward attention kernels for sm_90a (the gradients of fwd_kernel.cuh's forward), in three launches:
-//  1. bwd_prepass_kernel: per query row and head, D = Σ dO∘O and LSE · log2(e) into the workspace (+inf for a row
-//     that saw no key, and for the padding rows of each entry's last row block, so that P = 0 there), the fp32 dQ
-//     accumulator and the deterministic order counters zeroed;
+//  1. bwd_prepass_kernel: per query row and head, D = Σ dO∘O (− dLSE with a gradient of LSE) and LSE · log2(e)
+//     into the workspace (+inf for a row that saw no key, and for the padding rows of each entry's last row block,
+//     so that P = 0 there), the fp32 dQ accumulator and the deterministic order counters zeroed;
 //  2. bwd_kernel: one CTA per (key block of kBlockN keys, K/V head, entry). K and V of the block stay in shared
 //     memory; the producer streams Q, dO (TMA) with LSE · log2 e and D (bulk copies) for every row block of every
 //     query head of the K/V head's group that sees the key block (the mask's transposed walk). Two consumer
 //     warpgroups own 64 keys each and compute, per row block of kBlockM rows:
 //        Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ · scale · log2 e − LSE · log2 e), dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − D),
 //        dV += Pᵀ·dO, dK += dSᵀ·Q (A from registers), dQ = dS·K (dS through shared memory; the head dim split
-//        over the two warpgroups), added into the fp32 accumulator with atomics (ordered per row block by the
-//        counters when deterministic);
+//        over the two warpgroups), added into the fp32 accumulator with 4-element vector atomics in the order of
+//        the fragments (bwd_dq_index; ordered per row block by the counters when deterministic);
 //     then dK · scale and dV (summed over the group's query heads in registers, so GQA needs no atomics) are stored;
-//  3. bwd_convert_kernel: dQ = scale · accumulator in the input type.
+//  3. bwd_convert_kernel: dQ = scale · accumulator in the input type, each fragment element back at its (row,
+//     column).
 //
 // Technique: FlashAttention-2 (Dao, 2023, Algorithm 2: K-block-major backward, dQ accumulated in fp32) with
 // FlashAttention-3's Hopper structure (Shah et al., 2024: warp-specialised TMA producer, wgmma with the score
@@ -130,17 +131,26 @@ struct BwdConfig {
                                          Shape<BlkN, HD>{}, _1{}));
 };
 
-/// The workspace of one backward call as the kernels see it (api/bwd.cpp lays it out): per query head h and
-/// workspace row r (bwd_workspace_row0(b) + i for row i of entry b), D and LSE · log2 e at h · rows + r, the dQ
-/// accumulator at (h · rows + r) · d8 + column, the order counter of row block m of entry b at
-/// h · rows / 64 + row0(b) / 64 + m.
+/// Position in its row block's dQ chunk of element x (x = 0 … F − 1, F = 64 · head-dim tile / 256) of consumer
+/// thread tid's dQ fragment (Config::MmaDQ): each warpgroup's half of the chunk, then groups of four elements with
+/// the warpgroup's 128 threads side by side, so that a warp's 4-element vector atomic covers 512 contiguous bytes.
+template <int F>
+CUTLASS_HOST_DEVICE int bwd_dq_index(int tid, int x) {
+  return (tid / 128) * (128 * F) + (x / 4) * (128 * 4) + (tid % 128) * 4 + x % 4;
+}
+
+/// The workspace of one backward call as the kernels see it (api/bwd_workspace.h lays it out): per query head h
+/// and workspace row r (bwd_workspace_row0(b) + i for row i of entry b), D and LSE · log2 e at h · rows + r; the dQ
+/// accumulator of the 64-row block starting at row r (a multiple of 64) is the chunk of 64 · dq_row floats at
+/// (h · rows + r) · dq_row, in the order of the main kernel's dQ fragments (bwd_dq_index); the order counter of
+/// row block m of entry b at h · rows / 64 + row0(b) / 64 + m.
 struct BwdWorkspace {
   float* dsum;
   float* lse2;
   float* dq_acc;  ///< null: two-pass (no accumulator)
   int* order;     ///< null: not deterministic
   int64_t rows;   ///< rows per head (a multiple of 128)
-  int d8;         ///< row length of the dQ accumulator: head_dim rounded up to 8
+  int dq_row;     ///< floats per row of the dQ accumulator: the head-dim tile
 };
 
 /// Arguments of the pre-pass and convert kernels (plain strided tensors, elements).
@@ -156,6 +166,7 @@ struct BwdRowParams {
   int64_t do_row_stride, do_head_stride, do_batch_stride;
   int64_t dq_row_stride, dq_head_stride, dq_batch_stride;
   const float* lse;  ///< the forward's: dense [batch][heads_q][seqlen_q], varlen [heads_q][total_q]
+  const float* d_lse;  ///< optional gradient of LSE, lse's layout (D becomes Σ dO∘O − dLSE)
   float scale;
   BwdWorkspace ws;
 };
@@ -186,8 +197,10 @@ __global__ void __launch_bounds__(256) bwd_prepass_kernel(BwdRowParams<Element> 
       }
       CUTLASS_PRAGMA_UNROLL
       for (int off = 16; off > 0; off /= 2) dsum += __shfl_xor_sync(0xffffffffu, dsum, off);
-      const float lse = p.cu_q ? p.lse[int64_t(h) * p.total_q + row]
-                               : p.lse[(int64_t(b) * p.heads_q + h) * p.seqlen_q + i];
+      const int64_t at = p.cu_q ? int64_t(h) * p.total_q + row : (int64_t(b) * p.heads_q + h) * p.seqlen_q + i;
+      const float lse = p.lse[at];
+      // A gradient of LSE adds dLSE_i · P_ij to dS_ij: the same as D_i − dLSE_i in dS = P · (dP − D).
+      if (p.d_lse) dsum -= p.d_lse[at];
       // A row that saw no key (LSE = −inf) gets +inf: exp2(s − inf) = 0, so it contributes nothing.
       lse2 = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
     }
@@ -197,33 +210,45 @@ __global__ void __launch_bounds__(256) bwd_prepass_kernel(BwdRowParams<Element> 
       if (p.ws.order && i % 64 == 0) p.ws.order[r / 64] = 0;
     }
     if (p.ws.dq_acc)
-      for (int c = lane; c < p.ws.d8; c += 32) p.ws.dq_acc[r * p.ws.d8 + c] = 0.f;
+      for (int c = lane; c < p.ws.dq_row; c += 32) p.ws.dq_acc[r * p.ws.dq_row + c] = 0.f;  // row r's share of its chunk
   }
 }
 
-/// The convert kernel: dQ(b, i, h, ·) = scale · accumulator in the input type, 8 columns per thread.
-/// Grid (ceil(seqlen_q · ceil(head_dim / 8) / 256), heads_q, min(batch, 65535)), 256 threads.
-template <class Element>
-__global__ void __launch_bounds__(256) bwd_convert_kernel(BwdRowParams<Element> const p) {
-  const int chunks = (p.head_dim + 7) / 8;
-  const int64_t idx = int64_t(blockIdx.x) * 256 + threadIdx.x;
-  const int i = int(idx / chunks), c = int(idx % chunks) * 8;
-  const int h = blockIdx.y;
+/// The convert kernel: dQ(b, i, h, ·) = scale · accumulator in the input type. One CTA of 256 threads per (64-row
+/// block, query head, entry): thread tid reads the chunk's elements of consumer thread tid's dQ fragment
+/// (bwd_dq_index; 16-byte loads, coalesced) and stores them at their (row, column) of the fragment (Config::MmaDQ),
+/// two columns per 4-byte store. Grid (ceil(seqlen_q / 64), heads_q, min(batch, 65535)).
+template <class Config>
+__global__ void __launch_bounds__(256) bwd_convert_kernel(BwdRowParams<typename Config::Element> const p) {
+  using Element = typename Config::Element;
+  constexpr int kBlockM = Config::kBlockM, kHeadDim = Config::kHeadDim;
+  typename Config::MmaDQ mma_dq;
+  const int tid = threadIdx.x;
+  Tensor tdQcdQ = mma_dq.get_thread_slice(tid).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  constexpr int F = decltype(size(tdQcdQ))::value;
+  const int m = blockIdx.x, h = blockIdx.y;
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
     const int q_off = p.cu_q ? p.cu_q[b] : 0;
     const int sq = p.cu_q ? p.cu_q[b + 1] - q_off : p.seqlen_q;
-    if (i >= sq) continue;
-    const int64_t r = int64_t(h) * p.ws.rows + bwd_workspace_row0(b, p.cu_q, p.seqlen_q) + i;
-    const float4* acc = reinterpret_cast<const float4*>(p.ws.dq_acc + r * p.ws.d8 + c);
-    const float4 a0 = acc[0], a1 = acc[1];
-    cute::array_aligned<Element, 8, 16> out;
-    out[0] = Element(a0.x * p.scale), out[1] = Element(a0.y * p.scale);
-    out[2] = Element(a0.z * p.scale), out[3] = Element(a0.w * p.scale);
-    out[4] = Element(a1.x * p.scale), out[5] = Element(a1.y * p.scale);
-    out[6] = Element(a1.z * p.scale), out[7] = Element(a1.w * p.scale);
-    Element* dq = p.dq + (p.cu_q ? 0 : int64_t(b) * p.dq_batch_stride) + int64_t(q_off + i) * p.dq_row_stride +
-                  int64_t(h) * p.dq_head_stride + c;
-    *reinterpret_cast<uint4*>(dq) = *reinterpret_cast<const uint4*>(out.data());
+    const int i0 = m * kBlockM;
+    if (i0 >= sq) continue;
+    const float* chunk = p.ws.dq_acc + (int64_t(h) * p.ws.rows + bwd_workspace_row0(b, p.cu_q, p.seqlen_q) + i0) * kHeadDim;
+    Element* dq = p.dq + (p.cu_q ? 0 : int64_t(b) * p.dq_batch_stride) + int64_t(q_off + i0) * p.dq_row_stride +
+                  int64_t(h) * p.dq_head_stride;
+    CUTLASS_PRAGMA_UNROLL
+    for (int x = 0; x < F; x += 4) {
+      const float4 a = *reinterpret_cast<const float4*>(chunk + bwd_dq_index<F>(tid, x));
+      const float v[4] = {a.x, a.y, a.z, a.w};
+      CUTLASS_PRAGMA_UNROLL
+      for (int y = 0; y < 4; y += 2) {  // (x + y, x + y + 1): columns c, c + 1 of one row
+        const int row = get<0>(tdQcdQ(x + y)), col = get<1>(tdQcdQ(x + y));
+        if (i0 + row >= sq || col >= p.head_dim) continue;
+        cute::array_aligned<Element, 2, 4> two;
+        two[0] = Element(v[y] * p.scale), two[1] = Element(v[y + 1] * p.scale);
+        *reinterpret_cast<uint32_t*>(dq + int64_t(row) * p.dq_row_stride + col) =
+            *reinterpret_cast<const uint32_t*>(two.data());
+      }
+    }
   }
 }
 
@@ -396,9 +421,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   Tensor tdVrP = thr_dkv.partition_fragment_A(
       make_tensor(make_smem_ptr(static_cast<Element*>(nullptr)), Layout<Shape<Int<kBlockN>, Int<kBlockM>>>{}));
   Tensor tdKrdS = make_fragment_like(tdVrP);
-  // (key, row) of every score element of this thread; (row, column) of its dQ elements.
+  // (key, row) of every score element of this thread.
   Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
-  Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   static_assert(decltype(size(tdVrP))::value == decltype(size(tScS))::value, "Pᵀ fragment must mirror Sᵀ");
 
   if (steps > 0) {
@@ -489,8 +513,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
     ++q_state;
     ++do_state;
 
-    // dQ += this key block's share, in the fp32 accumulator.
-    float* acc = p.ws.dq_acc + (int64_t(h) * p.ws.rows + row0 + i0) * p.ws.d8;
+    // dQ += this key block's share, in the fp32 accumulator: four elements per vector atomic (bwd_dq_index). Padding
+    // rows and columns past head_dim add exact zeros (dS is 0 there, K's padding is 0), so the whole chunk is added.
+    constexpr int F = decltype(size(tdQrdQ))::value;
+    static_assert(F % 4 == 0 && 2 * 128 * F == kBlockM * kHeadDim, "dQ chunk: 64 rows of the head-dim tile");
+    float* chunk = p.ws.dq_acc + (int64_t(h) * p.ws.rows + row0 + i0) * kHeadDim;
     int* order = p.ws.order ? p.ws.order + (int64_t(h) * p.ws.rows + row0) / kBlockM + m : nullptr;
     if (order) {  // deterministic: key blocks add in order n = 0, 1, … (every block up to the last that sees m)
       if (tid == 0) {
@@ -500,9 +527,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierOrder);
     }
     CUTLASS_PRAGMA_UNROLL
-    for (int x = 0; x < size(tdQrdQ); ++x) {
-      const int row = get<0>(tdQcdQ(x)), col = get<1>(tdQcdQ(x));
-      if (i0 + row < sq && col < p.head_dim) atomicAdd(acc + int64_t(row) * p.ws.d8 + col, tdQrdQ(x));
+    for (int x = 0; x < F; x += 4) {
+      atomicAdd(reinterpret_cast<float4*>(chunk + bwd_dq_index<F>(tid, x)),
+                make_float4(tdQrdQ(x), tdQrdQ(x + 1), tdQrdQ(x + 2), tdQrdQ(x + 3)));
     }
     if (order) {
       __threadfence();
