@@ -11,13 +11,15 @@ namespace fmha::detail {
 
 /// Byte offsets of the parts of the backward workspace for `p`, each on kWorkspaceAlignment (256 bytes):
 ///   dsum, lse2: float [heads_q][rows] (D = Σ dO∘O; LSE · log2 e);
-///   dq_acc: float [heads_q][rows][d8] (one pass only; d8 = head_dim rounded up to 8);
+///   dq_acc: float [heads_q][rows][dq_row] (one pass only; dq_row = the kernel's head-dim tile, 64 or 128, else
+///           head_dim rounded up to 8), each 64-row block one chunk of 64 · dq_row floats in the order of the
+///           main kernel's dQ fragments (kernel::bwd_dq_index);
 ///   order: int [heads_q][rows / 64] (one pass, deterministic only: the per-row-block order counters).
 /// rows: dense batch · ceil(seqlen_q / 128) · 128, varlen total_q + 128 · batch rounded up to 128, so that every
 /// entry's rows start on a 64-row boundary with room for its last block (kernel::bwd_workspace_row0).
 struct BwdWorkspaceLayout {
   int64_t rows = 0;
-  int d8 = 0;
+  int dq_row = 0;
   std::size_t dsum = 0, lse2 = 0, dq_acc = 0, order = 0;
   std::size_t bytes = 0;  ///< total
   bool has_dq_acc = false, has_order = false;
@@ -35,14 +37,14 @@ inline BwdWorkspaceLayout bwd_workspace_layout(const BwdParams& p) {
     l.rows = b * ((sq + kRowBlock - 1) / kRowBlock) * kRowBlock;
   }
   const std::size_t heads = std::size_t(p.heads_q > 0 ? p.heads_q : 0), rows = std::size_t(l.rows);
-  l.d8 = p.head_dim > 0 ? (p.head_dim + 7) / 8 * 8 : 0;
+  l.dq_row = p.head_dim <= 0 ? 0 : p.head_dim <= 64 ? 64 : p.head_dim <= 128 ? 128 : (p.head_dim + 7) / 8 * 8;
   l.dsum = 0;
   l.lse2 = align(4 * heads * rows);
   l.bytes = l.lse2 + align(4 * heads * rows);
   l.has_dq_acc = p.algorithm == BwdAlgorithm::kOnePass;
   if (l.has_dq_acc) {
     l.dq_acc = l.bytes;
-    l.bytes += align(4 * heads * rows * std::size_t(l.d8));
+    l.bytes += align(4 * heads * rows * std::size_t(l.dq_row));
     l.has_order = p.deterministic;
     if (l.has_order) {
       l.order = l.bytes;
