@@ -229,6 +229,21 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
       !s)
     return out.status = s, out;
 
+  // The largest exact gradient element over the valid rows of the three tensors (the floor's magnitude below).
+  auto host = [&](const float* device_ptr) { return all.data() + (device_ptr - r0); };
+  double grad_mag = 0;
+  auto valid_max = [&](const Operand& t, bool is_q, const float* exact) {
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < (is_q ? c.seqlens_q[b] : c.seqlens_k[b]); ++i)
+        for (int h = 0; h < t.heads; ++h)
+          for (int j = 0; j < D; ++j) {
+            const float x = exact[(size_t(row_of(is_q, b, i)) * t.heads + h) * D + j];
+            if (std::isfinite(x)) grad_mag = std::max(grad_mag, double(std::fabs(x)));
+          }
+  };
+  valid_max(q, true, host(ro.dq_exact));
+  valid_max(k, false, host(ro.dk_exact));
+  valid_max(v, false, host(ro.dv_exact));
   // Every valid element of each gradient against both reference models; the write checks over the whole buffers.
   auto check_grad = [&](const Operand& t, bool is_q, const std::vector<uint16_t>& got, const float* exact,
                         const float* kernel, const char* name, bool guards_ok, ref::CompareResult& res) {
@@ -248,13 +263,16 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
     double mag = 0;
     for (float x : ve)
       if (std::isfinite(x)) mag = std::max(mag, double(std::fabs(x)));
+    // dS = P · (dP − D) cancels: dP (tensor cores) and D (the pre-pass) are fp32 sums in different orders, so a
+    // gradient that is 0 in exact arithmetic (e.g. one key per row: dP = D) comes out at their fp32 rounding, which
+    // neither reference models. The floor's magnitude is therefore at least 2^-10 of the largest gradient.
+    mag = std::max(mag, grad_mag / 1024.0);
     res = ref::compare_scaled(vg.data(), vk.data(), ve.data(), int64_t(vg.size()), 3.0, ref::default_floor(c.dtype, mag));
     const WriteCheck wc = check_writes(name, got.data(), got.size(), 2, must, guards_ok);
     out.untouched = out.untouched && wc.untouched && wc.guards_ok;
     out.all_written = out.all_written && wc.all_written;
     if (out.write_problem.empty()) out.write_problem = wc.first_problem;
   };
-  auto host = [&](const float* device_ptr) { return all.data() + (device_ptr - r0); };
   check_grad(q, true, got_q, host(ro.dq_exact), host(ro.dq_kernel), "dQ", guards[0], out.dq);
   check_grad(k, false, got_k, host(ro.dk_exact), host(ro.dk_kernel), "dK", guards[1], out.dk);
   check_grad(v, false, got_v, host(ro.dv_exact), host(ro.dv_kernel), "dV", guards[2], out.dv);
