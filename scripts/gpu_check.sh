@@ -102,7 +102,7 @@ if [[ $steps == *,torch,* ]]; then
         --json "$out/minilm_train.json" > "$out/minilm_train.log" 2>&1
       rc=$?
       [ $rc -eq 0 ] || failed=1
-      summary+=("minilm grad: rc=$rc $(grep -E '"(worst_err_over_bound|pass)"' "$out/minilm_train.log" | tr -d ' \n')")
+      summary+=("minilm grad: rc=$rc $(grep -E '"(rel_l2_err_fmha_vs_fp32|rel_l2_err_stock_bf16_vs_fp32|pass)"' "$out/minilm_train.log" | tr -d ' \n')")
     fi
   else
     failed=1
