@@ -62,7 +62,7 @@ def main():
                     q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=dt) for _ in range(4))
                     out, lse = fmha.attention(q, k, v, causal=causal, return_lse=True)
                     fns = {"fmha": lambda q=q, k=k, v=v, out=out, lse=lse, dout=dout, causal=causal:
-                           torch.ops.fmha.bwd(dout, q, k, v, out, lse, 0.0, causal, True, args.deterministic)}
+                           torch.ops.fmha.bwd(dout, q, k, v, out, lse, None, 0.0, causal, True, args.deterministic)}
                     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
                     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                         try:
