@@ -11,7 +11,8 @@ loop by loop, ~20 ms loops). "n/a" where a backend refuses a shape. Beside the t
 dK, dV against cuDNN's (max |difference|).
 
 Usage: PYTHONPATH=build/python python3 bench/bench_bwd.py [--json out.json] [--fa3 DIR] [--reps 7]
-       [--dtypes bf16] [--dims 64,128] [--seqlens 1024,2048,4096,8192,16384] [--deterministic]
+       [--dtypes bf16] [--dims 64,128] [--seqlens 1024,2048,4096,8192,16384] [--deterministic] [--plot OUT.png]
+       python3 bench/bench_bwd.py --replot RESULT.json OUT.png     (no GPU: redraws a result's chart)
 """
 import argparse
 import json
@@ -19,6 +20,39 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+DEPS = os.path.join(HERE, "..", ".deps", "python")  # the pinned matplotlib of scripts/setup.sh
+SERIES = (("fmha", "fmha", "tab:red"), ("cudnn", "cuDNN", "tab:green"), ("fa3", "FA3", "tab:blue"))
+
+
+def plot(result, out):
+    """TFLOPS per sequence length, one panel per (head dim, mask), a line per backend."""
+    if os.path.isdir(DEPS):
+        sys.path.insert(0, DEPS)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = result["rows"]
+    panels = sorted({(r["dtype"], r["head_dim"], r["causal"]) for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False, sharey=True)
+    for ax, (dt, d, causal) in zip(axes[0], panels):
+        rs = sorted((r for r in rows if (r["dtype"], r["head_dim"], r["causal"]) == (dt, d, causal)),
+                    key=lambda r: r["seqlen"])
+        for col, label, colour in SERIES:
+            pts = [(r["seqlen"], r[col + "_tflops"]) for r in rs if col + "_tflops" in r]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label, color=colour)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([r["seqlen"] for r in rs])
+        ax.set_xticklabels([f"{r['seqlen'] // 1024}k" for r in rs])
+        ax.set_xlabel("sequence length (16k tokens per batch)")
+        ax.set_title(f"{dt}, d {d}, {'causal' if causal else 'non-causal'}, {rs[0]['heads']} heads")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("TFLOPS (2.5 x forward FLOPs)")
+    axes[0][-1].legend(loc="lower right", fontsize=8)
+    fig.suptitle(f"Backward, {result.get('device', '')}; torch {result.get('torch', '')}", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    print(f"bench_bwd.py: wrote {out}")
 
 
 def load_fa3(fa3_dir):
@@ -32,6 +66,10 @@ def load_fa3(fa3_dir):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--replot":
+        with open(sys.argv[2]) as f:
+            plot(json.load(f), sys.argv[3])
+        return
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     sys.path.insert(0, HERE)
@@ -45,6 +83,7 @@ def main():
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--seqlens", default="1024,2048,4096,8192,16384")
     ap.add_argument("--deterministic", action="store_true", help="fmha's (and FA3's) deterministic backward")
+    ap.add_argument("--plot", metavar="OUT.png")
     args = ap.parse_args()
     torch.manual_seed(0)
     fa3, fa3_err = load_fa3(args.fa3)
@@ -122,6 +161,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
+    if args.plot:
+        plot(result, args.plot)
 
 
 if __name__ == "__main__":
