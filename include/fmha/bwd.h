@@ -1,6 +1,5 @@
-// fmha: backward attention on Hopper (the gradients of fmha::fwd): the interface, its validation and its workspace.
-// The backward kernels are not in this version yet: bwd() validates its arguments and the workspace, then returns
-// kNotBuilt. Everything here needs no GPU.
+// fmha: backward attention on Hopper (the gradients of fmha::fwd): the interface, its validation, its workspace and
+// the call (docs/bwd.md: kernels, numerics, performance). Everything but bwd() itself needs no GPU.
 #pragma once
 
 #include <cstddef>
@@ -37,7 +36,8 @@ enum class BwdAlgorithm { kOnePass, kTwoPass };
 /// overlap themselves (checked) nor each other or the inputs (the caller's responsibility).
 /// Dtypes: fp16 or bf16 for every tensor but lse; gradients in the input type; fp32 accumulation.
 /// Head dims (head_dim / head_dim_v): 64 and 128 with head_dim_v = head_dim (any multiple of 8 up to 128 through
-/// predication), and 192 / 128 (MLA prefill); others are kNotSupported.
+/// predication); 192 / 128 (MLA prefill) is valid but has no kernel in this version (bwd returns kNotBuilt);
+/// others are kNotSupported.
 struct BwdParams {
   DType dtype = DType::kBF16;
   int batch = 1;
@@ -78,7 +78,7 @@ struct BwdParams {
   /// Bitwise repeatable dQ, dK, dV (GQA and varlen included): the one-pass dQ accumulation is ordered (each K
   /// block adds its share after the previous one), at some cost in speed.
   bool deterministic = false;
-  int sm_count = 0;  ///< SMs to use; 0 or more than the device has = all
+  int sm_count = 0;  ///< reserved (the backward runs one CTA per key block on every SM); 0 or any value ≥ 0
 };
 
 /// Fills every stride of `p` for contiguous tensors (dense BSHD, or packed when cu_seqlens_q is set; the gradients
@@ -90,7 +90,7 @@ void set_bwd_contiguous_strides(BwdParams& p);
 Status bwd_validate(const BwdParams& p);
 
 /// Bytes of workspace bwd needs for `p`, at most a few hundred bytes over
-///   dense: rows = batch · ceil(seqlen_q / 128) · 128; varlen: rows = total_q + 128 · batch, rounded up to 128;
+///   dense: rows = batch · ceil(seqlen_q / 64) · 64; varlen: rows = total_q + 64 · batch; each rounded up to 128;
 ///   4 · heads_q · rows (D = Σ dO∘O) + 4 · heads_q · rows (LSE in log2 units)
 ///   + one pass: 4 · heads_q · rows · t (the fp32 dQ accumulator; t = 64 for head dims up to 64, 128 up to 128,
 ///     else round_up(head_dim, 8))
@@ -99,8 +99,14 @@ Status bwd_validate(const BwdParams& p);
 /// nothing between calls. Needs no GPU; never fails (for invalid params, what valid ones of that shape need).
 std::size_t bwd_workspace_size(const BwdParams& p);
 
-/// Runs the backward on `stream`. In this version: the errors of bwd_validate, then kInvalidArgument "workspace"
-/// when `workspace` is smaller than bwd_workspace_size(p) or misaligned, then kNotBuilt (no backward kernel yet).
+/// Runs the backward on `stream` (three kernels; nothing is synchronised). Errors: those of bwd_validate;
+/// kInvalidArgument "workspace" when `workspace` is smaller than bwd_workspace_size(p) or misaligned; kNotBuilt for
+/// the two-pass algorithm and the 192 / 128 head dims (no kernel in this version) and for a unit outside this
+/// build's kernel set; kNotSupported without an sm_90 device; kInvalidArgument naming a pointer that is not
+/// device-accessible; kCudaError for a failed launch. Varlen lengths are read on the device and trusted as the
+/// forward trusts them (non-decreasing cu_seqlens from 0, each length ≤ seqlen_q / seqlen_k, cu[batch] ≤
+/// total_q / total_k); lengths outside that contract give unspecified gradients for their entries, never an access
+/// outside the tensors or a hang.
 Status bwd(const BwdParams& p, Workspace workspace, cudaStream_t stream = nullptr);
 
 }  // namespace fmha

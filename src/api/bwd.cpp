@@ -1,4 +1,4 @@
-// Backward attention API: argument validation, the workspace layout and the (not yet built) dispatch. Host only.
+// Backward attention API: argument validation, the workspace size and the dispatch to the kernel units. Host only.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -19,7 +19,7 @@ Status bad(const std::string& arg, const std::string& expected, const std::strin
   return detail::invalid_arg(arg, expected, actual);
 }
 
-constexpr int kRowBlock = 128;  // the workspace's rows are padded per entry to whole blocks of this many rows
+constexpr int kRowBlock = 128;  // keys per block of the main kernel (the key-block bound below)
 
 int head_dim_v_of(const BwdParams& p) { return p.head_dim_v != 0 ? p.head_dim_v : p.head_dim; }
 
@@ -62,10 +62,11 @@ Status bwd_validate(const BwdParams& p) {
   const bool varlen = p.cu_seqlens_q != nullptr;
   if (int(p.algorithm) < 0 || int(p.algorithm) > int(BwdAlgorithm::kTwoPass))
     return bad("algorithm", "one-pass or two-pass", str(int(p.algorithm)));
-  // The kernels will step 32-bit tile indices (as the forward's): at most 2^30 row blocks and key blocks.
-  const int64_t q_tiles = int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + kRowBlock - 1) / kRowBlock);
+  // The kernels step 32-bit tile indices: at most 2^30 row blocks of 64 rows (each key block's CTA walks up to
+  // heads_q / heads_kv × ceil(seqlen_q / 64) of them) and key blocks of 128 keys.
+  const int64_t q_tiles = int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + 63) / 64);
   if (q_tiles > (int64_t(1) << 30))
-    return bad("batch × heads_q × ceil(seqlen_q / " + str(kRowBlock) + ")", "≤ 2^30 row blocks", str(q_tiles));
+    return bad("batch × heads_q × ceil(seqlen_q / 64)", "≤ 2^30 row blocks", str(q_tiles));
   const int64_t k_tiles = int64_t(p.batch) * p.heads_kv * ((int64_t(p.seqlen_k) + kRowBlock - 1) / kRowBlock);
   if (k_tiles > (int64_t(1) << 30))
     return bad("batch × heads_kv × ceil(seqlen_k / " + str(kRowBlock) + ")", "≤ 2^30 key blocks", str(k_tiles));

@@ -15,7 +15,7 @@ namespace fmha::detail {
 ///           head_dim rounded up to 8), each 64-row block one chunk of 64 · dq_row floats in the order of the
 ///           main kernel's dQ fragments (kernel::bwd_dq_index);
 ///   order: int [heads_q][rows / 64] (one pass, deterministic only: the per-row-block order counters).
-/// rows: dense batch · ceil(seqlen_q / 128) · 128, varlen total_q + 128 · batch rounded up to 128, so that every
+/// rows: dense batch · ceil(seqlen_q / 64) · 64, varlen total_q + 64 · batch, each rounded up to 128, so that every
 /// entry's rows start on a 64-row boundary with room for its last block (kernel::bwd_workspace_row0).
 struct BwdWorkspaceLayout {
   int64_t rows = 0;
@@ -26,15 +26,17 @@ struct BwdWorkspaceLayout {
 };
 
 inline BwdWorkspaceLayout bwd_workspace_layout(const BwdParams& p) {
-  constexpr int64_t kRowBlock = 128;
+  constexpr int64_t kRowBlock = 64;
   auto align = [](std::size_t x) { return (x + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; };
   BwdWorkspaceLayout l;
   const int64_t b = p.batch > 0 ? p.batch : 0;
   if (p.cu_seqlens_q) {
-    l.rows = (int64_t(p.total_q > 0 ? p.total_q : 0) + kRowBlock * b + kRowBlock - 1) / kRowBlock * kRowBlock;
+    l.rows = (int64_t(p.total_q > 0 ? p.total_q : 0) + kRowBlock * b + 2 * kRowBlock - 1) / (2 * kRowBlock) *
+             (2 * kRowBlock);
   } else {
     const int64_t sq = p.seqlen_q > 0 ? p.seqlen_q : 0;
-    l.rows = b * ((sq + kRowBlock - 1) / kRowBlock) * kRowBlock;
+    l.rows = (b * ((sq + kRowBlock - 1) / kRowBlock) * kRowBlock + 2 * kRowBlock - 1) / (2 * kRowBlock) *
+             (2 * kRowBlock);
   }
   const std::size_t heads = std::size_t(p.heads_q > 0 ? p.heads_q : 0), rows = std::size_t(l.rows);
   l.dq_row = p.head_dim <= 0 ? 0 : p.head_dim <= 64 ? 64 : p.head_dim <= 128 ? 128 : (p.head_dim + 7) / 8 * 8;

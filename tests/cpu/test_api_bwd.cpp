@@ -84,9 +84,9 @@ TEST(ApiBwd, ArgumentErrorsNameTheArgument) {
   expect_error(p, "sm_count");
   p = base(), p.algorithm = static_cast<fmha::BwdAlgorithm>(7);
   expect_error(p, "algorithm");
-  p = base(), p.batch = 1 << 20, p.heads_q = 1 << 10, p.heads_kv = 1 << 10, p.seqlen_q = 256;  // 2^31 row blocks
+  p = base(), p.batch = 1 << 20, p.heads_q = 1 << 10, p.heads_kv = 1 << 10, p.seqlen_q = 256;  // 2^32 row blocks
   fmha::set_bwd_contiguous_strides(p);
-  expect_error(p, "batch × heads_q × ceil(seqlen_q / 128)");
+  expect_error(p, "batch × heads_q × ceil(seqlen_q / 64)");
 }
 
 TEST(ApiBwd, UnsupportedShapesAreNotSupported) {
@@ -105,18 +105,18 @@ TEST(ApiBwd, UnsupportedShapesAreNotSupported) {
 }
 
 TEST(ApiBwd, WorkspaceSize) {
-  auto p = base();  // dense: 2 entries × ceil(300 / 128) · 128 = 768 rows, 8 heads, head dim 128
-  const size_t rows = 2 * 384, heads = 8;
+  auto p = base();  // dense: 2 entries × ceil(300 / 64) · 64 = 640 rows (a multiple of 128), 8 heads, head dim 128
+  const size_t rows = 2 * 320, heads = 8;
   const size_t one_pass = 2 * 4 * heads * rows + 4 * heads * rows * 128;
   EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass);
   EXPECT_EQ(fmha::bwd_workspace_size(p) % fmha::kWorkspaceAlignment, 0u);
   p.deterministic = true;
-  EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass + 512);  // 4 · 8 · 768 / 64 = 384 bytes, padded to 512
+  EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass + 512);  // 4 · 8 · 640 / 64 = 320 bytes, padded to 512
   p.algorithm = fmha::BwdAlgorithm::kTwoPass;  // no dQ accumulator (nor counters)
   EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
   p = base(), p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(buf), p.total_q = 900, p.total_k = 1000;
-  // varlen: 900 + 128 · 2 = 1156 rows, rounded up to 1280
-  EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * 1280 + 4 * heads * 1280 * 128);
+  // varlen: 900 + 64 · 2 = 1028 rows, rounded up to 1152
+  EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * 1152 + 4 * heads * 1152 * 128);
   p = base(), p.seqlen_q = 0;
   EXPECT_EQ(fmha::bwd_workspace_size(p), 0u);
 }

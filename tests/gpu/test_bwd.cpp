@@ -5,7 +5,8 @@
 //   queries than keys and more keys than queries; MHA, GQA 4 and 5, MQA; varlen with empty entries and entries of
 //   one row; seqlen_q = 1 and seqlen_q = seqlen_k = 1; NaN in every row past each entry, in the padding of strided
 //   rows and in rows past the packed tensors (must never reach a gradient); gradients and workspace poisoned with
-//   NaN; large logits; the deterministic option bit for bit over repeated calls. (Argument errors without a GPU:
+//   NaN; large logits; the deterministic option bit for bit over repeated calls, also over many waves of CTAs; 40
+//   varlen entries. (Argument errors without a GPU:
 //   tests/cpu/test_api_bwd.cpp.)
 #include <gtest/gtest.h>
 
@@ -102,6 +103,22 @@ std::vector<NamedCase> cases() {
     NamedCase n = make("deterministic_varlen_fp16_d64", fp, 3, 4, 1, 64, {300, 0, 129}, {260, 10, 400}, true);
     n.c.deterministic = true;
     n.c.repeats = 10;
+    v.push_back(n);
+  }
+  {
+    // 2048 CTAs (many waves on 132 SMs): the ordered dQ accumulation across CTAs that are not all resident.
+    NamedCase n = make("deterministic_multiwave_bf16_d64", bf, 4, 16, 16, 64, {4096, 4096, 4096, 4096},
+                       {4096, 4096, 4096, 4096}, false, C, QB);
+    n.c.deterministic = true;
+    n.c.repeats = 3;
+    v.push_back(n);
+  }
+  {
+    // 40 entries of 0 … 300 rows (a fixed pseudo-random pattern), NaN rows past the last.
+    std::vector<int> sq, sk;
+    for (int b = 0; b < 40; ++b) sq.push_back((b * 97 + 13) % 301), sk.push_back((b * 53 + 7) % 289);
+    NamedCase n = make("varlen_40_entries_gqa_fp16_d128", fp, 40, 4, 2, 128, sq, sk, true, C, QE);
+    n.c.extra_rows = 10;
     v.push_back(n);
   }
   return v;

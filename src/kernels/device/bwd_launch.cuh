@@ -26,7 +26,7 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   kernel::BwdWorkspace w{};
   w.dsum = reinterpret_cast<float*>(ws + layout.dsum);
   w.lse2 = reinterpret_cast<float*>(ws + layout.lse2);
-  w.dq_acc = reinterpret_cast<float*>(ws + layout.dq_acc);
+  w.dq_acc = layout.has_dq_acc ? reinterpret_cast<float*>(ws + layout.dq_acc) : nullptr;
   w.order = layout.has_order ? reinterpret_cast<int*>(ws + layout.order) : nullptr;
   w.rows = layout.rows;
   w.dq_row = layout.dq_row;
@@ -43,12 +43,12 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   rp.d_lse = a.d_lse;
   rp.scale = a.softmax_scale;
   rp.ws = w;
-  const unsigned batch_grid = unsigned(std::min(a.batch, 65535));
+  const unsigned batch_grid = unsigned(std::min(a.batch, 65535)), heads_grid = unsigned(std::min(a.heads_q, 65535));
   const int rows_q = varlen ? a.total_q : a.seqlen_q;
   const int rows_k = varlen ? a.total_k : a.seqlen_k;
 
   if (a.seqlen_q > 0) {
-    const dim3 grid(unsigned((a.seqlen_q + 63) / 64 * 64 / 8), unsigned(a.heads_q), batch_grid);
+    const dim3 grid(unsigned((a.seqlen_q + 63) / 64 * 64 / 8), heads_grid, batch_grid);
     kernel::bwd_prepass_kernel<Element><<<grid, 256, 0, stream>>>(rp);
     if (Status s = cuda_status(cudaGetLastError(), "launch bwd_prepass_kernel"); !s) return s;
   }
@@ -80,7 +80,7 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
     p.dk = static_cast<Element*>(a.dk), p.dv = static_cast<Element*>(a.dv);
     p.dk_row_stride = a.dk_row_stride, p.dk_head_stride = a.dk_head_stride, p.dk_batch_stride = a.dk_batch_stride;
     p.dv_row_stride = a.dv_row_stride, p.dv_head_stride = a.dv_head_stride, p.dv_batch_stride = a.dv_batch_stride;
-    p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k;
+    p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k, p.total_q = a.total_q, p.total_k = a.total_k;
     p.heads_kv = a.heads_kv, p.group = a.heads_q / a.heads_kv, p.head_dim = a.head_dim;
     p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
     p.n_blocks = n_blocks;
@@ -99,7 +99,7 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   }
 
   if (a.seqlen_q > 0) {
-    const dim3 grid(unsigned((a.seqlen_q + Config::kBlockM - 1) / Config::kBlockM), unsigned(a.heads_q), batch_grid);
+    const dim3 grid(unsigned((a.seqlen_q + Config::kBlockM - 1) / Config::kBlockM), heads_grid, batch_grid);
     kernel::bwd_convert_kernel<Config><<<grid, 256, 0, stream>>>(rp);
     if (Status s = cuda_status(cudaGetLastError(), "launch bwd_convert_kernel"); !s) return s;
   }

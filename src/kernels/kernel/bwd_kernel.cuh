@@ -42,12 +42,26 @@ namespace fmha::kernel {
 
 using namespace cute;
 
-/// Rows of the workspace's per-row arrays (D, LSE · log2 e, the dQ accumulator) before entry b: entries start on
-/// 64-row boundaries with 128 rows to spare, within the workspace's rows (api/bwd.cpp, bwd_workspace_size):
-/// dense b · ceil(seqlen_q / 128) · 128, varlen round_up(cu_seqlens_q[b], 64) + 128 · b.
-CUTLASS_HOST_DEVICE int64_t bwd_workspace_row0(int b, const int* cu_q, int seqlen_q) {
-  if (cu_q) return int64_t((cu_q[b] + 63) / 64 * 64) + 128 * int64_t(b);
-  return int64_t(b) * ((seqlen_q + 127) / 128 * 128);
+/// The rows [off, off + len) of entry b in a packed (varlen: cu non-null) tensor of `total` rows, or of every dense
+/// entry (off 0, len max_len). Varlen lengths outside the contract (negative, longer than max_len, past the tensor's
+/// rows) are clamped, so that they give unspecified gradients for that entry but never a read or write outside the
+/// tensors or the workspace, nor a row block that the pre-pass did not initialise.
+struct BwdEntry {
+  int off, len;
+};
+CUTLASS_DEVICE BwdEntry bwd_entry(const int* cu, int b, int max_len, int total) {
+  if (!cu) return {0, max_len};
+  const int off = min(max(cu[b], 0), total);
+  return {off, min(max(cu[b + 1] - off, 0), min(max_len, total - off))};
+}
+
+/// Rows of the workspace's per-row arrays (D, LSE · log2 e, the dQ accumulator) before entry b, whose first row in
+/// Q is `off` (bwd_entry): entries start on 64-row boundaries, within the workspace's rows (api/bwd_workspace.h):
+/// dense b · ceil(seqlen_q / 64) · 64, varlen round_up(off, 64) + 64 · b (since round_up(a, 64) + round_up(s, 64)
+/// ≤ round_up(a + s, 64) + 64, entries never overlap and the last ends by round_up(total_q, 64) + 64 · batch).
+CUTLASS_HOST_DEVICE int64_t bwd_workspace_row0(int b, bool varlen, int off, int seqlen_q) {
+  if (varlen) return int64_t((off + 63) / 64 * 64) + 64 * int64_t(b);
+  return int64_t(b) * ((seqlen_q + 63) / 64 * 64);
 }
 
 /// Compile-time configuration of the backward main kernel: kBlockN keys per CTA (64 per consumer warpgroup),
@@ -172,17 +186,18 @@ struct BwdRowParams {
 };
 
 /// The pre-pass: one warp per (workspace row of an entry's row blocks, query head); lanes hold 4 columns each
-/// (head dims up to 128). Grid (ceil(ceil(seqlen_q / 64) · 64 / 8), heads_q, min(batch, 65535)), 256 threads.
+/// (head dims up to 128). Grid (ceil(ceil(seqlen_q / 64) · 64 / 8), min(heads_q, 65535), min(batch, 65535)), 256
+/// threads; heads and entries past the grid's extents are looped over.
 template <class Element>
 __global__ void __launch_bounds__(256) bwd_prepass_kernel(BwdRowParams<Element> const p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int i = blockIdx.x * 8 + warp;
-  const int h = blockIdx.y;
+  for (int h = blockIdx.y; h < p.heads_q; h += gridDim.y)
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
-    const int q_off = p.cu_q ? p.cu_q[b] : 0;
-    const int sq = p.cu_q ? p.cu_q[b + 1] - q_off : p.seqlen_q;
+    const BwdEntry e = bwd_entry(p.cu_q, b, p.seqlen_q, p.total_q);
+    const int q_off = e.off, sq = e.len;
     if (i >= (sq + 63) / 64 * 64) continue;
-    const int64_t r = int64_t(h) * p.ws.rows + bwd_workspace_row0(b, p.cu_q, p.seqlen_q) + i;
+    const int64_t r = int64_t(h) * p.ws.rows + bwd_workspace_row0(b, p.cu_q != nullptr, q_off, p.seqlen_q) + i;
     float dsum = 0.f, lse2 = INFINITY;
     if (i < sq) {
       const int64_t row = q_off + i, bb = p.cu_q ? 0 : b;
@@ -217,7 +232,8 @@ __global__ void __launch_bounds__(256) bwd_prepass_kernel(BwdRowParams<Element> 
 /// The convert kernel: dQ(b, i, h, ·) = scale · accumulator in the input type. One CTA of 256 threads per (64-row
 /// block, query head, entry): thread tid reads the chunk's elements of consumer thread tid's dQ fragment
 /// (bwd_dq_index; 16-byte loads, coalesced) and stores them at their (row, column) of the fragment (Config::MmaDQ),
-/// two columns per 4-byte store. Grid (ceil(seqlen_q / 64), heads_q, min(batch, 65535)).
+/// two columns per 4-byte store. Grid (ceil(seqlen_q / 64), min(heads_q, 65535), min(batch, 65535)); heads and
+/// entries past the grid's extents are looped over.
 template <class Config>
 __global__ void __launch_bounds__(256) bwd_convert_kernel(BwdRowParams<typename Config::Element> const p) {
   using Element = typename Config::Element;
@@ -226,13 +242,16 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(BwdRowParams<typename 
   const int tid = threadIdx.x;
   Tensor tdQcdQ = mma_dq.get_thread_slice(tid).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   constexpr int F = decltype(size(tdQcdQ))::value;
-  const int m = blockIdx.x, h = blockIdx.y;
+  const int m = blockIdx.x;
+  for (int h = blockIdx.y; h < p.heads_q; h += gridDim.y)
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
-    const int q_off = p.cu_q ? p.cu_q[b] : 0;
-    const int sq = p.cu_q ? p.cu_q[b + 1] - q_off : p.seqlen_q;
+    const BwdEntry e = bwd_entry(p.cu_q, b, p.seqlen_q, p.total_q);
+    const int q_off = e.off, sq = e.len;
     const int i0 = m * kBlockM;
     if (i0 >= sq) continue;
-    const float* chunk = p.ws.dq_acc + (int64_t(h) * p.ws.rows + bwd_workspace_row0(b, p.cu_q, p.seqlen_q) + i0) * kHeadDim;
+    const float* chunk =
+        p.ws.dq_acc + (int64_t(h) * p.ws.rows + bwd_workspace_row0(b, p.cu_q != nullptr, q_off, p.seqlen_q) + i0) *
+                          kHeadDim;
     Element* dq = p.dq + (p.cu_q ? 0 : int64_t(b) * p.dq_batch_stride) + int64_t(q_off + i0) * p.dq_row_stride +
                   int64_t(h) * p.dq_head_stride;
     CUTLASS_PRAGMA_UNROLL
@@ -268,6 +287,7 @@ struct BwdKernelParams {
   int64_t dv_row_stride, dv_head_stride, dv_batch_stride;
   const int* cu_q;  ///< null: dense
   const int* cu_k;
+  int total_q, total_k;  ///< varlen: rows of Q and of K (the clamp of bwd_entry)
   int heads_kv, group, head_dim, seqlen_q, seqlen_k;
   int n_blocks;      ///< key blocks per entry (of the longest, varlen)
   float scale_log2;  ///< softmax scale · log2(e)
@@ -287,7 +307,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   constexpr int kBlockM = Config::kBlockM;
   constexpr int kBlockN = Config::kBlockN;
   constexpr int kHeadDim = Config::kHeadDim;
-  using Mask = FwdMask<kBlockM, kBlockN, Causal>;
+  using Mask = FwdMask<kBlockM, kBlockN, Causal>;  // the deterministic order relies on its prefix walk (below)
 
   extern __shared__ __align__(1024) char smem_raw[];
   SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_raw);
@@ -297,16 +317,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   const int hk = int(blockIdx.x / unsigned(p.n_blocks) % unsigned(p.heads_kv));
   const int b = int(blockIdx.x / unsigned(p.n_blocks) / unsigned(p.heads_kv));
   const bool varlen = p.cu_q != nullptr;
-  const int q_off = varlen ? p.cu_q[b] : 0, k_off = varlen ? p.cu_k[b] : 0;
-  const int sq = varlen ? p.cu_q[b + 1] - q_off : p.seqlen_q;
-  const int sk = varlen ? p.cu_k[b + 1] - k_off : p.seqlen_k;
+  const BwdEntry eq = bwd_entry(p.cu_q, b, p.seqlen_q, p.total_q), ek = bwd_entry(p.cu_k, b, p.seqlen_k, p.total_k);
+  const int q_off = eq.off, sq = eq.len, k_off = ek.off, sk = ek.len;
   const int n0 = n_block * kBlockN;
   if (n0 >= sk) return;  // no key of the entry in this block (varlen: a shorter entry)
   const Mask mask = Mask::make(sk, p.causal_qend, 0, sq);
   const int m_begin = mask.row_block_begin(n0), m_end = mask.row_block_end(n0);
   const int m_count = m_end - m_begin;
-  const int steps = m_count * p.group;  // (query head of the group, row block) pairs, head-major
-  const int64_t row0 = bwd_workspace_row0(b, p.cu_q, p.seqlen_q);
+  const int steps = m_count * p.group;  // (query head, row block) pairs, head-major; < 2^31 (bwd_validate)
+  const int64_t row0 = bwd_workspace_row0(b, varlen, q_off, p.seqlen_q);
   const int bq = varlen ? 0 : b;
 
   const int warp_group = threadIdx.x / 128;
@@ -520,9 +539,16 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
     float* chunk = p.ws.dq_acc + (int64_t(h) * p.ws.rows + row0 + i0) * kHeadDim;
     int* order = p.ws.order ? p.ws.order + (int64_t(h) * p.ws.rows + row0) / kBlockM + m : nullptr;
     if (order) {  // deterministic: key blocks add in order n = 0, 1, … (every block up to the last that sees m)
+      // The key blocks that see a row block are a prefix 0 … n of the entry's blocks with both masks here (a mask
+      // whose blocks start later, e.g. a sliding window, must wait for n_block minus its first block instead), and
+      // a CTA waits only for CTAs of lower index, which the hardware starts first (as FlashAttention-2/3 assume).
+      // Inputs outside the varlen contract (entries overlapping in cu_seqlens) could still share a counter: after
+      // about a second the wait gives up, so that such input cannot hang (its dQ is then not bitwise repeatable).
       if (tid == 0) {
-        while (cuda::atomic_ref<int, cuda::thread_scope_device>(*order).load(cuda::memory_order_acquire) != n_block)
+        for (int spins = 0; spins < (1 << 24); ++spins) {
+          if (cuda::atomic_ref<int, cuda::thread_scope_device>(*order).load(cuda::memory_order_acquire) == n_block) break;
           __nanosleep(64);
+        }
       }
       cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierOrder);
     }
