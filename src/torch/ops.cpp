@@ -397,12 +397,27 @@ void check_bwd_tensors(const char* op, const Tensor& d_out, const Tensor& q, con
                     op, ": d_out, out, lse: expected q's device ", q.device());
 }
 
-/// Runs fmha::bwd for `p` with a workspace from torch's caching allocator (256-byte aligned: it aligns to 512).
-void run_bwd(fmha::BwdParams& p, const Tensor& q) {
+/// The gradients of both layouts once the arguments are checked: dq, dk, dv allocated like q, k, v, then fmha::bwd
+/// with the forward's parameters from `make_fwd(out)` (out made contiguous) and a workspace from torch's caching
+/// allocator (256-byte aligned: it aligns to 512). No rows or no keys: every gradient is zero.
+template <class MakeFwd>
+std::tuple<Tensor, Tensor, Tensor> bwd_gradients(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                                 const Tensor& out, const std::optional<Tensor>& d_lse,
+                                                 bool deterministic, MakeFwd make_fwd) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options());
+  Tensor dv = at::empty(v.sizes(), v.options());
+  if (q.numel() == 0 || k.numel() == 0) return {dq.zero_(), dk.zero_(), dv.zero_()};
+  const Tensor o = out.contiguous(), dout = d_out.contiguous();
+  const fmha::FwdParams f = make_fwd(o);
+  fmha::BwdParams p = bwd_params(f, dout, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), deterministic);
+  const Tensor dlse = d_lse ? d_lse->contiguous() : Tensor();
+  p.d_lse = dlse.defined() ? dlse.data_ptr<float>() : nullptr;
   const size_t bytes = fmha::bwd_workspace_size(p);
   Tensor ws = at::empty({int64_t(std::max<size_t>(bytes, 1))}, q.options().dtype(at::kByte));
   raise_if_error(fmha::bwd(p, fmha::Workspace{ws.data_ptr(), bytes},
                            c10::cuda::getCurrentCUDAStream(q.device().index()).stream()));
+  return {dq, dk, dv};
 }
 
 std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -414,20 +429,10 @@ std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& d_out, const Tensor& q
   TORCH_CHECK_VALUE(lse.dim() == 3 && lse.size(0) == q.size(0) && lse.size(1) == q.size(2) &&
                         lse.size(2) == q.size(1) && lse.is_contiguous(),
                     "fmha.attention backward: lse: expected a contiguous [b, h, s_q] tensor, got shape ", lse.sizes());
-  const c10::cuda::CUDAGuard guard(q.device());
-  Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options());
-  Tensor dv = at::empty(v.sizes(), v.options());
-  if (q.numel() == 0 || k.numel() == 0) {  // no rows or no keys: every gradient is zero
-    return {dq.zero_(), dk.zero_(), dv.zero_()};
-  }
-  const Tensor o = out.contiguous(), dout = d_out.contiguous();
-  bool ok = true;
-  const fmha::FwdParams f = dense_params(q, k, v, &o, &lse, softmax_scale, causal, causal_q_end, ok);
-  fmha::BwdParams p = bwd_params(f, dout, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), deterministic);
-  const Tensor dlse = d_lse ? d_lse->contiguous() : Tensor();
-  p.d_lse = dlse.defined() ? dlse.data_ptr<float>() : nullptr;
-  run_bwd(p, q);
-  return {dq, dk, dv};
+  return bwd_gradients(d_out, q, k, v, out, d_lse, deterministic, [&](const Tensor& o) {
+    bool ok = true;
+    return dense_params(q, k, v, &o, &lse, softmax_scale, causal, causal_q_end, ok);
+  });
 }
 
 std::tuple<Tensor, Tensor, Tensor> bwd_meta(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -455,19 +460,10 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_cuda(const Tensor& d_out, const Te
   TORCH_CHECK_VALUE(lse.dim() == 2 && lse.size(0) == q.size(1) && lse.size(1) == q.size(0) && lse.is_contiguous(),
                     "fmha.attention_varlen backward: lse: expected a contiguous [h, total_q] tensor, got shape ",
                     lse.sizes());
-  const c10::cuda::CUDAGuard guard(q.device());
-  Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options());
-  Tensor dv = at::empty(v.sizes(), v.options());
-  if (q.numel() == 0 || k.numel() == 0) return {dq.zero_(), dk.zero_(), dv.zero_()};
-  const Tensor o = out.contiguous(), dout = d_out.contiguous();
-  bool ok = true;
-  const fmha::FwdParams f =
-      varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, &o, &lse, softmax_scale, causal, causal_q_end, ok);
-  fmha::BwdParams p = bwd_params(f, dout, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), deterministic);
-  const Tensor dlse = d_lse ? d_lse->contiguous() : Tensor();
-  p.d_lse = dlse.defined() ? dlse.data_ptr<float>() : nullptr;
-  run_bwd(p, q);
-  return {dq, dk, dv};
+  return bwd_gradients(d_out, q, k, v, out, d_lse, deterministic, [&](const Tensor& o) {
+    bool ok = true;
+    return varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, &o, &lse, softmax_scale, causal, causal_q_end, ok);
+  });
 }
 
 std::tuple<Tensor, Tensor, Tensor> bwd_varlen_meta(const Tensor& d_out, const Tensor& q, const Tensor& k,

@@ -68,11 +68,7 @@ std::string check_bwd(const ParsedOptions& o) {
   return "";
 }
 
-std::vector<std::string> warn_bwd(const ParsedOptions& o) {
-  if (o.flag("list-kernels")) return {};
-  FwdProblemResult pr = derive_fwd_problem(problem_input_from(o), ProblemDefaults::backward());
-  return pr.ok() ? pr.args.warnings : std::vector<std::string>{};
-}
+std::vector<std::string> warn_bwd(const ParsedOptions& o) { return problem_warnings(o, ProblemDefaults::backward()); }
 
 void run_bwd(const ParsedOptions& o, Reporter& rep) {
   if (o.flag("list-kernels")) {

@@ -61,11 +61,7 @@ std::string check_fwd(const ParsedOptions& o) {
 }
 
 /// ToolSpec::warnings: the problem derivation's notes (e.g. a --varlen-q list given without --varlen).
-std::vector<std::string> warn_fwd(const ParsedOptions& o) {
-  if (o.flag("list-kernels")) return {};
-  FwdProblemResult pr = derive_fwd_problem(problem_input_from(o), ProblemDefaults::forward());
-  return pr.ok() ? pr.args.warnings : std::vector<std::string>{};
-}
+std::vector<std::string> warn_fwd(const ParsedOptions& o) { return problem_warnings(o, ProblemDefaults::forward()); }
 
 void run_fwd(const ParsedOptions& o, Reporter& rep) {
   if (o.flag("list-kernels")) {

@@ -284,4 +284,10 @@ double tflops_per_s(double flops, double time_ms) { return fmha::ref::per_second
 
 double tbytes_per_s(double bytes, double time_ms) { return fmha::ref::per_second_tera(bytes, time_ms); }
 
+std::vector<std::string> problem_warnings(const ParsedOptions& options, const ProblemDefaults& defaults) {
+  if (options.flag("list-kernels")) return {};
+  FwdProblemResult pr = derive_fwd_problem(problem_input_from(options), defaults);
+  return pr.ok() ? pr.args.warnings : std::vector<std::string>{};
+}
+
 }  // namespace fmha::cli

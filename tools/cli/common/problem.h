@@ -120,6 +120,11 @@ std::string with_option_names(const std::string& library_message);
 /// Reads whichever of the add_problem_options names the table declares into a FwdProblemInput.
 FwdProblemInput problem_input_from(const ParsedOptions& options);
 
+/// A ToolSpec::warnings of the forward-style tools and fmha_bwd: the derivation's notes for `options` under
+/// `defaults` (e.g. a --varlen-q list given without --varlen); none with --list-kernels or when the problem is
+/// inconsistent (the check reports that).
+std::vector<std::string> problem_warnings(const ParsedOptions& options, const ProblemDefaults& defaults);
+
 /// Forward FLOPs (docs/seed.md §7): 4 · Σ_b(Sq_b·Sk_b) · d · h, halved for a causal mask (either alignment).
 double fwd_flops(const FwdProblemArgs& p);
 /// MLA prefill FLOPs (docs/seed.md §7): 2 · Σ_b(Sq_b·Sk_b) · h · c · ((dl + dr) + dl), c = 0.5 for causal.
