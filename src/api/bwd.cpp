@@ -62,11 +62,11 @@ Status bwd_validate(const BwdParams& p) {
   const bool varlen = p.cu_seqlens_q != nullptr;
   if (int(p.algorithm) < 0 || int(p.algorithm) > int(BwdAlgorithm::kTwoPass))
     return bad("algorithm", "one-pass or two-pass", str(int(p.algorithm)));
-  // The kernels step 32-bit tile indices: at most 2^30 row blocks of 64 rows (each key block's CTA walks up to
-  // heads_q / heads_kv × ceil(seqlen_q / 64) of them) and key blocks of 128 keys.
-  const int64_t q_tiles = int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + 63) / 64);
-  if (q_tiles > (int64_t(1) << 30))
-    return bad("batch × heads_q × ceil(seqlen_q / 64)", "≤ 2^30 row blocks", str(q_tiles));
+  // The kernels step 32-bit indices: each key block's CTA walks heads_q / heads_kv × ceil(seqlen_q / 64) row blocks
+  // of 64 rows, and the grid holds every key block of 128 keys: at most 2^30 of each.
+  const int64_t q_steps = int64_t(p.heads_q / p.heads_kv) * ((int64_t(p.seqlen_q) + 63) / 64);
+  if (q_steps > (int64_t(1) << 30))
+    return bad("heads_q / heads_kv × ceil(seqlen_q / 64)", "≤ 2^30 row blocks per key block", str(q_steps));
   const int64_t k_tiles = int64_t(p.batch) * p.heads_kv * ((int64_t(p.seqlen_k) + kRowBlock - 1) / kRowBlock);
   if (k_tiles > (int64_t(1) << 30))
     return bad("batch × heads_kv × ceil(seqlen_k / " + str(kRowBlock) + ")", "≤ 2^30 key blocks", str(k_tiles));

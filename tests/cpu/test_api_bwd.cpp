@@ -84,9 +84,9 @@ TEST(ApiBwd, ArgumentErrorsNameTheArgument) {
   expect_error(p, "sm_count");
   p = base(), p.algorithm = static_cast<fmha::BwdAlgorithm>(7);
   expect_error(p, "algorithm");
-  p = base(), p.batch = 1 << 20, p.heads_q = 1 << 10, p.heads_kv = 1 << 10, p.seqlen_q = 256;  // 2^32 row blocks
+  p = base(), p.batch = 1, p.heads_q = 1 << 16, p.heads_kv = 1, p.seqlen_q = 1 << 21;  // 2^31 row blocks per key block
   fmha::set_bwd_contiguous_strides(p);
-  expect_error(p, "batch × heads_q × ceil(seqlen_q / 64)");
+  expect_error(p, "heads_q / heads_kv × ceil(seqlen_q / 64)");
 }
 
 TEST(ApiBwd, UnsupportedShapesAreNotSupported) {
