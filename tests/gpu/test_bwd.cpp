@@ -106,9 +106,9 @@ std::vector<NamedCase> cases() {
     v.push_back(n);
   }
   {
-    // 2048 CTAs (many waves on 132 SMs): the ordered dQ accumulation across CTAs that are not all resident.
-    NamedCase n = make("deterministic_multiwave_bf16_d64", bf, 4, 16, 16, 64, {4096, 4096, 4096, 4096},
-                       {4096, 4096, 4096, 4096}, false, C, QB);
+    // 1024 CTAs (eight waves on 132 SMs): the ordered dQ accumulation across CTAs that are not all resident.
+    NamedCase n = make("deterministic_multiwave_bf16_d64", bf, 2, 16, 16, 64, {4096, 4096}, {4096, 4096}, false, C,
+                       QB);
     n.c.deterministic = true;
     n.c.repeats = 3;
     v.push_back(n);
