@@ -16,7 +16,7 @@ namespace fmha::detail {
 ///           main kernel's dQ fragments (kernel::bwd_dq_index);
 ///   order: int [heads_q][rows / 64] (one pass, deterministic only: the per-row-block order counters).
 /// rows: dense batch · ceil(seqlen_q / 64) · 64, varlen total_q + 64 · batch, each rounded up to 128, so that every
-/// entry's rows start on a 64-row boundary with room for its last block (kernel::bwd_workspace_row0).
+/// entry's rows start on a 64-row boundary with room for its last block (bwd_workspace_row0 below).
 struct BwdWorkspaceLayout {
   int64_t rows = 0;
   int dq_row = 0;
@@ -24,6 +24,38 @@ struct BwdWorkspaceLayout {
   std::size_t bytes = 0;  ///< total
   bool has_dq_acc = false, has_order = false;
 };
+
+#if defined(__CUDACC__)
+#define FMHA_BWD_HD __host__ __device__
+#else
+#define FMHA_BWD_HD
+#endif
+
+/// The rows [off, off + len) of entry b in a packed (varlen: cu non-null) tensor of `total` rows, or of every dense
+/// entry (off 0, len max_len). Varlen lengths outside the contract (negative, longer than max_len, past the tensor's
+/// rows) are clamped, so that they give unspecified gradients for that entry but never a read or write outside the
+/// tensors or the workspace, nor a row block that the pre-pass did not initialise. Host and device (the kernels
+/// call it; tests/cpu/test_api_bwd.cpp checks the layout with it).
+struct BwdEntry {
+  int off, len;
+};
+inline FMHA_BWD_HD BwdEntry bwd_entry(const int* cu, int b, int max_len, int total) {
+  if (!cu) return {0, max_len};
+  const int off = cu[b] < 0 ? 0 : cu[b] > total ? total : cu[b];
+  const int len = cu[b + 1] - off, cap = max_len < total - off ? max_len : total - off;
+  return {off, len < 0 ? 0 : len > cap ? cap : len};
+}
+
+/// Rows of the workspace's per-row arrays (D, LSE · log2 e, the dQ accumulator) before entry b, whose first row in
+/// Q is `off` (bwd_entry): entries start on 64-row boundaries, within the layout's rows: dense
+/// b · ceil(seqlen_q / 64) · 64, varlen round_up(off, 64) + 64 · b (since round_up(a, 64) + round_up(s, 64)
+/// ≤ round_up(a + s, 64) + 64, entries never overlap and the last ends by round_up(total_q, 64) + 64 · batch).
+inline FMHA_BWD_HD int64_t bwd_workspace_row0(int b, bool varlen, int off, int seqlen_q) {
+  if (varlen) return int64_t((off + 63) / 64 * 64) + 64 * int64_t(b);
+  return int64_t(b) * ((seqlen_q + 63) / 64 * 64);
+}
+
+#undef FMHA_BWD_HD
 
 inline BwdWorkspaceLayout bwd_workspace_layout(const BwdParams& p) {
   constexpr int64_t kRowBlock = 64;

@@ -7,6 +7,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <random>
+#include <vector>
+
+#include "api/bwd_workspace.h"
 #include "api/registry.h"
 #include "fmha/bwd.h"
 
@@ -161,6 +165,45 @@ TEST(ApiBwd, ManifestListsTheBackwardUnits) {
   for (int d : {64, 128})
     for (fmha::DType t : {fmha::DType::kFP16, fmha::DType::kBF16})
       EXPECT_NE(fmha::detail::find_kernel({fmha::detail::Op::kBwd, t, t, d, d}), nullptr) << "bwd d" << d;
+}
+
+/// Every entry's 64-row blocks (what the kernels read and write in the workspace's per-row arrays) lie inside the
+/// layout's rows and never overlap another entry's, for dense and varlen batches, also with lengths outside the
+/// varlen contract (clamped by bwd_entry).
+TEST(ApiBwd, WorkspaceLayoutHoldsEveryEntrysBlocks) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 400; ++trial) {
+    const bool varlen = trial % 4 != 0, broken = trial % 8 == 7;  // broken: lengths past the contract
+    const int batch = 1 + int(rng() % 70), max_len = int(rng() % 700);
+    std::vector<int> cu(batch + 1, 0);
+    for (int b = 0; b < batch; ++b) cu[b + 1] = cu[b] + (max_len ? int(rng() % (max_len + 1)) : 0);
+    if (broken) cu[1 + rng() % batch] += 500;  // one entry longer than max_len, the later ones shifted
+    fmha::BwdParams p;
+    p.batch = batch, p.heads_q = 2, p.heads_kv = 1, p.head_dim = 64, p.seqlen_q = max_len, p.deterministic = true;
+    int total = 0;
+    if (varlen) {
+      p.cu_seqlens_q = cu.data();
+      total = broken ? cu[batch] / 2 : cu[batch] + int(rng() % 100);  // broken: cu[batch] past total_q
+      p.total_q = total;
+    }
+    const fmha::detail::BwdWorkspaceLayout l = fmha::detail::bwd_workspace_layout(p);
+    ASSERT_EQ(l.rows % 128, 0);
+    int64_t prev_end = 0;
+    for (int b = 0; b < batch; ++b) {
+      const fmha::detail::BwdEntry e = fmha::detail::bwd_entry(varlen ? cu.data() : nullptr, b, max_len, total);
+      ASSERT_GE(e.len, 0);
+      ASSERT_LE(e.len, max_len);
+      if (varlen) ASSERT_LE(int64_t(e.off) + e.len, total);
+      const int64_t r0 = fmha::detail::bwd_workspace_row0(b, varlen, e.off, max_len);
+      ASSERT_EQ(r0 % 64, 0) << "entry " << b;
+      const int64_t end = r0 + (e.len + 63) / 64 * 64;  // the entry's blocks, with the padding rows
+      ASSERT_LE(end, l.rows) << "trial " << trial << " entry " << b;
+      if (e.len > 0 && !broken) ASSERT_GE(r0, prev_end) << "trial " << trial << " entry " << b << " overlaps";
+      if (e.len > 0) prev_end = end;
+    }
+    // The order counters: one per 64-row block of each head.
+    ASSERT_EQ(l.order - l.dq_acc, (4 * 2 * std::size_t(l.rows) * 64 + 255) / 256 * 256);
+  }
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/pipeline/pipeline.hpp>
 
+#include "api/bwd_workspace.h"
 #include "kernels/collective/fragment.hpp"
 #include "kernels/collective/kv_source.hpp"
 #include "kernels/collective/warpgroup_gemm.hpp"
@@ -41,28 +42,6 @@
 namespace fmha::kernel {
 
 using namespace cute;
-
-/// The rows [off, off + len) of entry b in a packed (varlen: cu non-null) tensor of `total` rows, or of every dense
-/// entry (off 0, len max_len). Varlen lengths outside the contract (negative, longer than max_len, past the tensor's
-/// rows) are clamped, so that they give unspecified gradients for that entry but never a read or write outside the
-/// tensors or the workspace, nor a row block that the pre-pass did not initialise.
-struct BwdEntry {
-  int off, len;
-};
-CUTLASS_DEVICE BwdEntry bwd_entry(const int* cu, int b, int max_len, int total) {
-  if (!cu) return {0, max_len};
-  const int off = min(max(cu[b], 0), total);
-  return {off, min(max(cu[b + 1] - off, 0), min(max_len, total - off))};
-}
-
-/// Rows of the workspace's per-row arrays (D, LSE · log2 e, the dQ accumulator) before entry b, whose first row in
-/// Q is `off` (bwd_entry): entries start on 64-row boundaries, within the workspace's rows (api/bwd_workspace.h):
-/// dense b · ceil(seqlen_q / 64) · 64, varlen round_up(off, 64) + 64 · b (since round_up(a, 64) + round_up(s, 64)
-/// ≤ round_up(a + s, 64) + 64, entries never overlap and the last ends by round_up(total_q, 64) + 64 · batch).
-CUTLASS_HOST_DEVICE int64_t bwd_workspace_row0(int b, bool varlen, int off, int seqlen_q) {
-  if (varlen) return int64_t((off + 63) / 64 * 64) + 64 * int64_t(b);
-  return int64_t(b) * ((seqlen_q + 63) / 64 * 64);
-}
 
 /// Compile-time configuration of the backward main kernel: kBlockN keys per CTA (64 per consumer warpgroup),
 /// kBlockM query rows per mainloop step, kStages stages of Q and dO.
@@ -194,10 +173,11 @@ __global__ void __launch_bounds__(256) bwd_prepass_kernel(BwdRowParams<Element> 
   const int i = blockIdx.x * 8 + warp;
   for (int h = blockIdx.y; h < p.heads_q; h += gridDim.y)
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
-    const BwdEntry e = bwd_entry(p.cu_q, b, p.seqlen_q, p.total_q);
+    const fmha::detail::BwdEntry e = fmha::detail::bwd_entry(p.cu_q, b, p.seqlen_q, p.total_q);
     const int q_off = e.off, sq = e.len;
     if (i >= (sq + 63) / 64 * 64) continue;
-    const int64_t r = int64_t(h) * p.ws.rows + bwd_workspace_row0(b, p.cu_q != nullptr, q_off, p.seqlen_q) + i;
+    const int64_t r =
+        int64_t(h) * p.ws.rows + fmha::detail::bwd_workspace_row0(b, p.cu_q != nullptr, q_off, p.seqlen_q) + i;
     float dsum = 0.f, lse2 = INFINITY;
     if (i < sq) {
       const int64_t row = q_off + i, bb = p.cu_q ? 0 : b;
@@ -245,13 +225,12 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(BwdRowParams<typename 
   const int m = blockIdx.x;
   for (int h = blockIdx.y; h < p.heads_q; h += gridDim.y)
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
-    const BwdEntry e = bwd_entry(p.cu_q, b, p.seqlen_q, p.total_q);
+    const fmha::detail::BwdEntry e = fmha::detail::bwd_entry(p.cu_q, b, p.seqlen_q, p.total_q);
     const int q_off = e.off, sq = e.len;
     const int i0 = m * kBlockM;
     if (i0 >= sq) continue;
-    const float* chunk =
-        p.ws.dq_acc + (int64_t(h) * p.ws.rows + bwd_workspace_row0(b, p.cu_q != nullptr, q_off, p.seqlen_q) + i0) *
-                          kHeadDim;
+    const int64_t r0 = fmha::detail::bwd_workspace_row0(b, p.cu_q != nullptr, q_off, p.seqlen_q);
+    const float* chunk = p.ws.dq_acc + (int64_t(h) * p.ws.rows + r0 + i0) * kHeadDim;
     Element* dq = p.dq + (p.cu_q ? 0 : int64_t(b) * p.dq_batch_stride) + int64_t(q_off + i0) * p.dq_row_stride +
                   int64_t(h) * p.dq_head_stride;
     CUTLASS_PRAGMA_UNROLL
@@ -317,7 +296,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   const int hk = int(blockIdx.x / unsigned(p.n_blocks) % unsigned(p.heads_kv));
   const int b = int(blockIdx.x / unsigned(p.n_blocks) / unsigned(p.heads_kv));
   const bool varlen = p.cu_q != nullptr;
-  const BwdEntry eq = bwd_entry(p.cu_q, b, p.seqlen_q, p.total_q), ek = bwd_entry(p.cu_k, b, p.seqlen_k, p.total_k);
+  const fmha::detail::BwdEntry eq = fmha::detail::bwd_entry(p.cu_q, b, p.seqlen_q, p.total_q);
+  const fmha::detail::BwdEntry ek = fmha::detail::bwd_entry(p.cu_k, b, p.seqlen_k, p.total_k);
   const int q_off = eq.off, sq = eq.len, k_off = ek.off, sk = ek.len;
   const int n0 = n_block * kBlockN;
   if (n0 >= sk) return;  // no key of the entry in this block (varlen: a shorter entry)
@@ -325,7 +305,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   const int m_begin = mask.row_block_begin(n0), m_end = mask.row_block_end(n0);
   const int m_count = m_end - m_begin;
   const int steps = m_count * p.group;  // (query head, row block) pairs, head-major; < 2^31 (bwd_validate)
-  const int64_t row0 = bwd_workspace_row0(b, varlen, q_off, p.seqlen_q);
+  const int64_t row0 = fmha::detail::bwd_workspace_row0(b, varlen, q_off, p.seqlen_q);
   const int bq = varlen ? 0 : b;
 
   const int warp_group = threadIdx.x / 128;
