@@ -420,6 +420,12 @@ std::tuple<Tensor, Tensor, Tensor> bwd_gradients(const Tensor& d_out, const Tens
   return {dq, dk, dv};
 }
 
+/// The Meta kernels' outputs: gradients shaped like q, k, v (symbolic sizes kept).
+std::tuple<Tensor, Tensor, Tensor> gradient_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return {at::empty_symint(q.sym_sizes(), q.options()), at::empty_symint(k.sym_sizes(), k.options()),
+          at::empty_symint(v.sym_sizes(), v.options())};
+}
+
 std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& out, const Tensor& lse, const std::optional<Tensor>& d_lse,
                                             double softmax_scale, bool causal, bool causal_q_end, bool deterministic) {
@@ -442,8 +448,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_meta(const Tensor& d_out, const Tensor& q
   check_bwd_tensors("attention backward", d_out, q, out, lse, d_lse);
   check_scale("attention backward", softmax_scale);
   (void)causal, (void)causal_q_end, (void)deterministic;
-  return {at::empty_symint(q.sym_sizes(), q.options()), at::empty_symint(k.sym_sizes(), k.options()),
-          at::empty_symint(v.sym_sizes(), v.options())};
+  return gradient_shapes(q, k, v);
 }
 
 std::tuple<Tensor, Tensor, Tensor> bwd_varlen_cuda(const Tensor& d_out, const Tensor& q, const Tensor& k,
@@ -478,8 +483,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_meta(const Tensor& d_out, const Te
   check_cu("cu_seqlens_k", cu_k, q, true);
   check_scale("attention_varlen backward", softmax_scale);
   (void)max_q, (void)max_k, (void)causal, (void)causal_q_end, (void)deterministic;
-  return {at::empty_symint(q.sym_sizes(), q.options()), at::empty_symint(k.sym_sizes(), k.options()),
-          at::empty_symint(v.sym_sizes(), v.options())};
+  return gradient_shapes(q, k, v);
 }
 
 }  // namespace
