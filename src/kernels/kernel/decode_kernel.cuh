@@ -149,8 +149,7 @@ struct DecodeFamily {
     return {w.sk, w.offset, w.m_block * Config::kBlockM, w.sq, p.group};
   }
   CUTLASS_DEVICE static void prefetch(Params const& p) {
-    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    prefetch_tma_descriptors(p.tma_k, p.tma_v);
   }
   /// The cache's keys of the split, from row k_off of slot `slot`, K/V head hk (TMA fills past the slot's rows with
   /// zeros; rows past L inside the slot are masked, and V's zeroed: kv_tail_dirty).

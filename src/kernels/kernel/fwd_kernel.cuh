@@ -28,6 +28,7 @@
 #include "kernels/collective/fwd_epilogue.hpp"
 #include "kernels/collective/kv_source.hpp"
 #include "kernels/collective/online_softmax.hpp"
+#include "kernels/collective/tma_pipeline.hpp"
 #include "kernels/collective/warpgroup_gemm.hpp"
 #include "kernels/fusion/mask.hpp"
 #include "kernels/fwd_tiles.h"
@@ -287,10 +288,8 @@ struct FwdFamily {
     return Mask::make(w.sk, p.causal_qend, w.m_block * Config::kBlockM, w.sq);
   }
   CUTLASS_DEVICE static void prefetch(Params const& p) {
-    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
-    if constexpr (Config::kTmaStoreO) cute::prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
+    prefetch_tma_descriptors(p.tma_q, p.tma_k, p.tma_v);
+    if constexpr (Config::kTmaStoreO) prefetch_tma_descriptors(p.tma_o);
   }
   /// The producer's Q source of tile w (rows m_block · BlockM … of query head h of entry b).
   template <class SQ>
@@ -417,17 +416,8 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
 
   if (is_producer_thread) Family::prefetch(p);
 
-  using Role = typename PipelineKV::ThreadCategory;
-  typename PipelineQ::Params pq;
-  pq.transaction_bytes = Config::kBytesQ;
-  pq.role = warp_group == 0 ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
-  pq.is_leader = is_producer_thread;
-  pq.num_consumers = 128 * Config::kConsumerWGs;
-  typename PipelineKV::Params pkv;
-  pkv.transaction_bytes = Config::kBytesKV;
-  pkv.role = warp_group == 0 ? Role::Producer : Role::Consumer;
-  pkv.is_leader = is_producer_thread;
-  pkv.num_consumers = 128 * Config::kConsumerWGs;
+  const auto pq = tma_pipeline_params<PipelineQ>(Config::kBytesQ, 128 * Config::kConsumerWGs);
+  const auto pkv = tma_pipeline_params<PipelineKV>(Config::kBytesKV, 128 * Config::kConsumerWGs);
   PipelineQ pipe_q(ss.pipe_q, pq, Shape<_1, _1, _1>{});
   PipelineKV pipe_k(ss.pipe_k, pkv, Shape<_1, _1, _1>{});
   PipelineKV pipe_v(ss.pipe_v, pkv, Shape<_1, _1, _1>{});
