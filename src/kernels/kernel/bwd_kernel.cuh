@@ -8,8 +8,9 @@
 //     warpgroups own 64 keys each and compute, per row block of kBlockM rows:
 //        Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ · scale · log2 e − LSE · log2 e), dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − D),
 //        dV += Pᵀ·dO, dK += dSᵀ·Q (A from registers), dQ = dS·K (dS through shared memory; the head dim split
-//        over the two warpgroups), added into the fp32 accumulator with 4-element vector atomics in the order of
-//        the fragments (bwd_dq_index; ordered per row block by the counters when deterministic);
+//        over the two warpgroups), staged in shared memory in the order of the fragments (bwd_dq_index) and added
+//        into the fp32 accumulator by one bulk reduction per warpgroup (collective/bulk_reduce.hpp; ordered per
+//        row block by the counters when deterministic);
 //     then dK · scale and dV (summed over the group's query heads in registers, so GQA needs no atomics) are stored;
 //  3. bwd_convert_kernel: dQ = scale · accumulator in the input type, each fragment element back at its (row,
 //     column).
@@ -34,8 +35,10 @@
 #include <cutlass/pipeline/pipeline.hpp>
 
 #include "api/bwd_workspace.h"
+#include "kernels/collective/bulk_reduce.hpp"
 #include "kernels/collective/fragment.hpp"
 #include "kernels/collective/kv_source.hpp"
+#include "kernels/collective/tma_pipeline.hpp"
 #include "kernels/collective/warpgroup_gemm.hpp"
 #include "kernels/fusion/mask.hpp"
 
@@ -101,6 +104,9 @@ struct BwdConfig {
     cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
     cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> d_o;
     cute::array_aligned<Element, cosize_v<SmemLayoutdS>, 1024> ds;
+    // This step's dQ share in the accumulator's order (bwd_dq_index), each warpgroup's half added into the
+    // accumulator by one bulk reduction.
+    cute::array_aligned<float, kBlockM * kHeadDim, 128> dq;
     cute::array_aligned<float, kBlockM * kStages, 16> lse2;
     cute::array_aligned<float, kBlockM * kStages, 16> dsum;
     typename PipelineQ::SharedStorage pipe_q;
@@ -136,7 +142,8 @@ CUTLASS_HOST_DEVICE int bwd_dq_index(int tid, int x) {
 /// and workspace row r (bwd_workspace_row0(b) + i for row i of entry b), D and LSE · log2 e at h · rows + r; the dQ
 /// accumulator of the 64-row block starting at row r (a multiple of 64) is the chunk of 64 · dq_row floats at
 /// (h · rows + r) · dq_row, in the order of the main kernel's dQ fragments (bwd_dq_index); the order counter of
-/// row block m of entry b at h · rows / 64 + row0(b) / 64 + m.
+/// row block m of entry b at h · rows / 64 + row0(b) / 64 + m (twice the number of key blocks that have added
+/// their share: one count per consumer warpgroup's half).
 struct BwdWorkspace {
   float* dsum;
   float* lse2;
@@ -310,23 +317,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
 
   const int warp_group = threadIdx.x / 128;
   const bool is_producer_thread = threadIdx.x == 0;
-  if (is_producer_thread) {
-    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(p.tma_do.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
-  }
-  using Role = typename PipelineQ::ThreadCategory;
-  typename PipelineQ::Params pq;
-  pq.transaction_bytes = Config::kBytesRows + Config::kBytesRowValues;
-  pq.role = warp_group == 0 ? Role::Producer : Role::Consumer;
-  pq.is_leader = is_producer_thread;
-  pq.num_consumers = 128 * Config::kConsumerWGs;
-  typename PipelineKV::Params pkv;
-  pkv.transaction_bytes = 2 * uint32_t(kBlockN * kHeadDim * sizeof(Element));
-  pkv.role = warp_group == 0 ? PipelineKV::ThreadCategory::Producer : PipelineKV::ThreadCategory::Consumer;
-  pkv.is_leader = is_producer_thread;
-  pkv.num_consumers = 128 * Config::kConsumerWGs;
+  if (is_producer_thread) prefetch_tma_descriptors(p.tma_q, p.tma_do, p.tma_k, p.tma_v);
+  const auto pq = tma_pipeline_params<PipelineQ>(Config::kBytesRows + Config::kBytesRowValues, 128 * Config::kConsumerWGs);
+  const auto pkv = tma_pipeline_params<PipelineKV>(2 * uint32_t(kBlockN * kHeadDim * sizeof(Element)),
+                                                   128 * Config::kConsumerWGs);
   PipelineQ pipe_q(ss.pipe_q, pq, Shape<_1, _1, _1>{});
   PipelineQ pipe_do(ss.pipe_do, pq, Shape<_1, _1, _1>{});
   PipelineKV pipe_kv(ss.pipe_kv, pkv, Shape<_1, _1, _1>{});
@@ -393,8 +387,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();
   const int tid = threadIdx.x - 128;  // 0 .. 255 over the two consumer warpgroups
   constexpr int kConsumerThreads = 128 * Config::kConsumerWGs;
-  constexpr int kBarrierStep = 1;   // named barrier: both consumer warpgroups (dS written, rows zeroed)
-  constexpr int kBarrierOrder = 2;  // named barrier: the ordered dQ accumulation
+  constexpr int kBarrierStep = 1;  // named barrier: both consumer warpgroups (dS written, rows zeroed)
+  constexpr int kBarrierDq = 2;    // named barriers 2, 3: warpgroup w's half of ss.dq written
+  const int wg = tid / 128;
+  const bool wg_leader = tid % 128 == 0;  // issues the warpgroup's dQ reductions
   typename Config::MmaSdP mma_sdp;
   typename Config::MmaDKV mma_dkv;
   typename Config::MmaDQ mma_dq;
@@ -504,46 +500,64 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
     cutlass::arch::fence_view_async_shared();
     wg_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, ds), tdVrdV);
     wg_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, qs), tdKrdK);
+    // The previous step's dQ reduction has read ss.dq before anyone passes this barrier (and writes it again).
+    if (wg_leader) bulk_wait_read<0>();
     cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierStep);  // both warpgroups' halves of dS written
     Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-    wg_gemm<true, 0>(mma_dq, tdQrdS(_, _, _, buf), tdQrK, tdQrdQ);
+    wg_gemm<true, 1>(mma_dq, tdQrdS(_, _, _, buf), tdQrK, tdQrdQ);
+    // dV and dK (the last readers of this stage's dO and Q) are done: the producer may refill the stage while
+    // the dQ product runs.
     pipe_q.consumer_release(q_state);
     pipe_do.consumer_release(do_state);
     ++q_state;
     ++do_state;
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tdQrdQ);
 
-    // dQ += this key block's share, in the fp32 accumulator: four elements per vector atomic (bwd_dq_index). Padding
-    // rows and columns past head_dim add exact zeros (dS is 0 there, K's padding is 0), so the whole chunk is added.
+    // dQ += this key block's share: staged in ss.dq in the accumulator's order (bwd_dq_index: a warp's four-element
+    // stores cover 512 contiguous bytes), then each warpgroup's half (contiguous) added into the fp32 accumulator
+    // by one bulk reduction that its leader issues, off the other threads' path. Padding rows and columns past
+    // head_dim add exact zeros (dS is 0 there, K's padding is 0), so the whole chunk is added.
     constexpr int F = decltype(size(tdQrdQ))::value;
     static_assert(F % 4 == 0 && 2 * 128 * F == kBlockM * kHeadDim, "dQ chunk: 64 rows of the head-dim tile");
-    float* chunk = p.ws.dq_acc + (int64_t(h) * p.ws.rows + row0 + i0) * kHeadDim;
-    int* order = p.ws.order ? p.ws.order + (int64_t(h) * p.ws.rows + row0) / kBlockM + m : nullptr;
-    if (order) {  // deterministic: key blocks add in order n = 0, 1, … (every block up to the last that sees m)
-      // The key blocks that see a row block are a prefix 0 … n of the entry's blocks with both masks here (a mask
-      // whose blocks start later, e.g. a sliding window, must wait for n_block minus its first block instead), and
-      // a CTA waits only for CTAs of lower index, which the hardware starts first (as FlashAttention-2/3 assume).
-      // Inputs outside the varlen contract (entries overlapping in cu_seqlens) could still share a counter: after
-      // about a second the wait gives up, so that such input cannot hang (its dQ is then not bitwise repeatable).
-      if (tid == 0) {
-        for (int spins = 0; spins < (1 << 24); ++spins) {
-          if (cuda::atomic_ref<int, cuda::thread_scope_device>(*order).load(cuda::memory_order_acquire) == n_block) break;
-          __nanosleep(64);
-        }
-      }
-      cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierOrder);
-    }
     CUTLASS_PRAGMA_UNROLL
     for (int x = 0; x < F; x += 4) {
-      atomicAdd(reinterpret_cast<float4*>(chunk + bwd_dq_index<F>(tid, x)),
-                make_float4(tdQrdQ(x), tdQrdQ(x + 1), tdQrdQ(x + 2), tdQrdQ(x + 3)));
+      *reinterpret_cast<float4*>(ss.dq.data() + bwd_dq_index<F>(tid, x)) =
+          make_float4(tdQrdQ(x), tdQrdQ(x + 1), tdQrdQ(x + 2), tdQrdQ(x + 3));
     }
-    if (order) {
-      __threadfence();
-      cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierOrder);
-      if (tid == 0)
-        cuda::atomic_ref<int, cuda::thread_scope_device>(*order).store(n_block + 1, cuda::memory_order_release);
+    cutlass::arch::fence_view_async_shared();
+    cutlass::arch::NamedBarrier::sync(128, kBarrierDq + wg);  // the warpgroup's half of ss.dq written
+    if (wg_leader) {
+      const int64_t half = int64_t(wg) * 128 * F;
+      float* chunk = p.ws.dq_acc + (int64_t(h) * p.ws.rows + row0 + i0) * kHeadDim + half;
+      int* order = p.ws.order ? p.ws.order + (int64_t(h) * p.ws.rows + row0) / kBlockM + m : nullptr;
+      if (order) {
+        // Deterministic: key blocks add in order n = 0, 1, …; the counter counts warpgroup halves added (2 per
+        // key block; the halves are disjoint, so the two of one block need no order between them). The key blocks
+        // that see a row block are a prefix 0 … n of the entry's blocks with both masks here (a mask whose blocks
+        // start later, e.g. a sliding window, must count from its first block instead), and a CTA waits only for
+        // CTAs of lower index, which the hardware starts first (as FlashAttention-2/3 assume). Inputs outside the
+        // varlen contract (entries overlapping in cu_seqlens) could still share a counter: after about a second
+        // the wait gives up, so that such input cannot hang (its dQ is then not bitwise repeatable).
+        for (int spins = 0; spins < (1 << 24); ++spins) {
+          if (cuda::atomic_ref<int, cuda::thread_scope_device>(*order).load(cuda::memory_order_acquire) ==
+              2 * n_block)
+            break;
+          __nanosleep(64);
+        }
+        bulk_fence_global();
+      }
+      bulk_reduce_add_f32(chunk, ss.dq.data() + half, uint32_t(128 * F * sizeof(float)));
+      bulk_commit();
+      if (order) {
+        bulk_wait_complete<0>();
+        cuda::atomic_ref<int, cuda::thread_scope_device>(*order).fetch_add(1, cuda::memory_order_release);
+      }
     }
+    __syncwarp();  // the leader's warp whole again before the next step's barriers
   }
+  // Shared memory stays until the last reduction has read it.
+  if (wg_leader) bulk_wait_read<0>();
 
   // ------------------------------------------------------------------------------------------------ epilogue
   // dK = scale · Σ dSᵀ·Q and dV, keys of the entry and columns of the head dim only (zero for a block no row sees).
