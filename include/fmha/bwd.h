@@ -13,8 +13,10 @@
 namespace fmha {
 
 /// How the backward computes dQ: one pass (one kernel per K block computes dK, dV and accumulates dQ in an fp32
-/// workspace, then a convert kernel writes dQ; FlashAttention-2 Algorithm 2) or two passes (one kernel for dK and
-/// dV, one for dQ, no fp32 accumulator; CUTLASS example 77's fmha_2bwd).
+/// workspace, then a convert kernel writes dQ; FlashAttention-2 Algorithm 2) or two passes (one kernel per K block
+/// for dK and dV, then one per block of 128 query rows for dQ, which recomputes S and dP; no fp32 accumulator, no
+/// convert, bitwise repeatable without `deterministic`; CUTLASS example 77's fmha_2bwd). Two passes do the S and dP
+/// products twice (7 instead of 5 GEMMs per tile pair) but need no atomics and less workspace.
 enum class BwdAlgorithm { kOnePass, kTwoPass };
 
 /// Arguments of a backward attention call: given the forward's inputs Q, K, V, its output O and LSE, and the
@@ -76,7 +78,8 @@ struct BwdParams {
   float softmax_scale = 0.f;  ///< the forward's; 0 means 1/sqrt(head_dim)
   BwdAlgorithm algorithm = BwdAlgorithm::kOnePass;
   /// Bitwise repeatable dQ, dK, dV (GQA and varlen included): the one-pass dQ accumulation is ordered (each K
-  /// block adds its share after the previous one), at some cost in speed.
+  /// block adds its share after the previous one), at some cost in speed. The two-pass algorithm is repeatable
+  /// either way (the flag changes nothing there).
   bool deterministic = false;
   int sm_count = 0;  ///< reserved (the backward runs one CTA per key block on every SM); 0 or any value ≥ 0
 };
@@ -99,9 +102,9 @@ Status bwd_validate(const BwdParams& p);
 /// nothing between calls. Needs no GPU; never fails (for invalid params, what valid ones of that shape need).
 std::size_t bwd_workspace_size(const BwdParams& p);
 
-/// Runs the backward on `stream` (three kernels; nothing is synchronised). Errors: those of bwd_validate;
+/// Runs the backward on `stream` (three kernels either way; nothing is synchronised). Errors: those of bwd_validate;
 /// kInvalidArgument "workspace" when `workspace` is smaller than bwd_workspace_size(p) or misaligned; kNotBuilt for
-/// the two-pass algorithm and the 192 / 128 head dims (no kernel in this version) and for a unit outside this
+/// the 192 / 128 head dims (no kernel in this version) and for a unit outside this
 /// build's kernel set; kNotSupported without an sm_90 device; kInvalidArgument naming a pointer that is not
 /// device-accessible; kCudaError for a failed launch. Varlen lengths are read on the device and trusted as the
 /// forward trusts them (non-decreasing cu_seqlens from 0, each length ≤ seqlen_q / seqlen_k, cu[batch] ≤

@@ -70,6 +70,10 @@ Status bwd_validate(const BwdParams& p) {
   const int64_t k_tiles = int64_t(p.batch) * p.heads_kv * ((int64_t(p.seqlen_k) + kRowBlock - 1) / kRowBlock);
   if (k_tiles > (int64_t(1) << 30))
     return bad("batch × heads_kv × ceil(seqlen_k / " + str(kRowBlock) + ")", "≤ 2^30 key blocks", str(k_tiles));
+  // The two-pass dQ kernel's grid holds every block of 128 query rows of every query head and entry.
+  const int64_t q_tiles = int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + 127) / 128);
+  if (p.algorithm == BwdAlgorithm::kTwoPass && q_tiles > (int64_t(1) << 30))
+    return bad("batch × heads_q × ceil(seqlen_q / 128)", "≤ 2^30 row blocks (two-pass)", str(q_tiles));
 
   const int batches = varlen ? 1 : p.batch;
   const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
@@ -128,8 +132,6 @@ detail::KernelKey bwd_key(const BwdParams& p) {
 Status bwd(const BwdParams& params, Workspace workspace, cudaStream_t stream) {
   if (Status s = bwd_validate(params); !s) return s;
   if (Status s = detail::check_workspace(workspace, bwd_workspace_size(params)); !s) return s;
-  if (params.algorithm == BwdAlgorithm::kTwoPass)
-    return Status(StatusCode::kNotBuilt, "algorithm: the two-pass backward is not in this version (use kOnePass)");
   const detail::KernelEntry* e = nullptr;
   if (Status s = detail::find_built_kernel(bwd_key(params), &e); !s) return s;
   detail::DeviceInfo dev;

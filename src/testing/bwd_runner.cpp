@@ -151,6 +151,7 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
   p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = fp.q_batch_stride;
   p.k_batch_stride = p.v_batch_stride = p.dk_batch_stride = p.dv_batch_stride = fp.k_batch_stride;
   p.mask = c.mask, p.causal_align = c.align, p.softmax_scale = c.scale, p.deterministic = c.deterministic;
+  p.algorithm = c.algorithm;
   const size_t ws_bytes = bwd_workspace_size(p);
   if (Status s = ws.allocate((ws_bytes + 3) / 4, 4); !s) return out.status = s, out;
   const Workspace w{ws.data(), ws.bytes()};
@@ -186,7 +187,8 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
     if (Status s = run_and_download(rq, rk, rv, rg); !s) return out.status = s, out;
     if (rq != got_q || rk != got_k || rv != got_v) ++out.repeat_mismatches;
   }
-  if (!c.deterministic) out.repeat_mismatches = 0;  // only a deterministic backward promises the same bits
+  // Only a deterministic or two-pass backward promises the same bits.
+  if (!c.deterministic && c.algorithm != BwdAlgorithm::kTwoPass) out.repeat_mismatches = 0;
   if (c.iterations > 0) {
     if (Status s = time_calls(c.iterations, [&](int) { return bwd(p, w, stream); }, nullptr, stream, out.times_ms); !s)
       return out.status = s, out;

@@ -29,6 +29,7 @@ struct BwdCase {
   CausalAlign align = CausalAlign::kQBegin;
   float scale = 0.f;
   bool deterministic = false;
+  BwdAlgorithm algorithm = BwdAlgorithm::kOnePass;  ///< the two-pass one promises repeatable bits without `deterministic`
   int row_pad = 0;     ///< extra elements after each row of every tensor (strided views); filled with NaN
   int extra_rows = 0;  ///< varlen: rows past cu[batch] in every tensor; filled with NaN
   float input_scale = 1.f;  ///< Q, K, V, dO are Gaussian(0, input_scale) (large values: large logits)
@@ -38,8 +39,8 @@ struct BwdCase {
   std::function<void(const std::string& tensor, std::vector<float>& values)> fill;
   /// No forward: O and LSE are zeros instead of the forward's (timing only; nothing can be checked).
   bool skip_forward = false;
-  /// Backward calls after the checked one, each on re-poisoned gradients and workspace; with `deterministic` every
-  /// one must reproduce the first bit for bit (BwdOutcome::repeat_mismatches).
+  /// Backward calls after the checked one, each on re-poisoned gradients and workspace; with `deterministic` or the
+  /// two-pass algorithm every one must reproduce the first bit for bit (BwdOutcome::repeat_mismatches).
   int repeats = 0;
   int iterations = 0;  ///< timed backward calls (one CUDA-event pair each); 0 = no timing
 };

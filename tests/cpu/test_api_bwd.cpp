@@ -135,30 +135,47 @@ TEST(ApiBwd, RunChecksTheWorkspaceThenTheDevice) {
   q.seqlen_q = 100, q.batch = 1;  // a workspace that fits the static buffer
   fmha::set_bwd_contiguous_strides(q);
   ASSERT_LE(fmha::bwd_workspace_size(q), sizeof(ws));
-  fmha::BwdParams two = q;
-  two.algorithm = fmha::BwdAlgorithm::kTwoPass;
-  const fmha::Status s2 = fmha::bwd(two, fmha::Workspace{ws, sizeof(ws)});
-  EXPECT_EQ(s2.code(), fmha::StatusCode::kNotBuilt) << s2.message();
-  EXPECT_EQ(s2.message().rfind("algorithm:", 0), 0u) << s2.message();
-  // One pass on host buffers: without kernels kNotBuilt; without a Hopper GPU "not supported" naming the device;
-  // with one the host pointer is refused before any launch.
-  const fmha::Status s = fmha::bwd(q, fmha::Workspace{ws, sizeof(ws)});
-  if (std::string(fmha::detail::kernel_set()) == "none") {
-    EXPECT_EQ(s.code(), fmha::StatusCode::kNotBuilt) << s.message();
-    return;
+  // Either algorithm on host buffers: without kernels kNotBuilt; without a Hopper GPU "not supported" naming the
+  // device; with one the host pointer is refused before any launch.
+  for (fmha::BwdAlgorithm algo : {fmha::BwdAlgorithm::kOnePass, fmha::BwdAlgorithm::kTwoPass}) {
+    fmha::BwdParams r = q;
+    r.algorithm = algo;
+    SCOPED_TRACE(algo == fmha::BwdAlgorithm::kTwoPass ? "two-pass" : "one-pass");
+    const fmha::Status s = fmha::bwd(r, fmha::Workspace{ws, sizeof(ws)});
+    if (std::string(fmha::detail::kernel_set()) == "none") {
+      EXPECT_EQ(s.code(), fmha::StatusCode::kNotBuilt) << s.message();
+      continue;
+    }
+    int devices = 0, major = 0, device = 0;
+    const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+    if (gpu && cudaGetDevice(&device) == cudaSuccess)
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaGetLastError();
+    if (gpu && major == 9) {
+      EXPECT_EQ(s.code(), fmha::StatusCode::kInvalidArgument) << s.message();
+      EXPECT_EQ(s.message(), "q: expected device-accessible memory, got a host pointer");
+    } else {
+      EXPECT_EQ(s.code(), fmha::StatusCode::kNotSupported) << s.message();
+      EXPECT_EQ(s.message().rfind("device: expected", 0), 0u) << s.message();
+    }
   }
-  int devices = 0, major = 0, device = 0;
-  const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
-  if (gpu && cudaGetDevice(&device) == cudaSuccess)
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaGetLastError();
-  if (gpu && major == 9) {
-    EXPECT_EQ(s.code(), fmha::StatusCode::kInvalidArgument) << s.message();
-    EXPECT_EQ(s.message(), "q: expected device-accessible memory, got a host pointer");
-  } else {
-    EXPECT_EQ(s.code(), fmha::StatusCode::kNotSupported) << s.message();
-    EXPECT_EQ(s.message().rfind("device: expected", 0), 0u) << s.message();
-  }
+}
+
+/// The two-pass dQ kernel's grid bound: batch × heads_q × ceil(seqlen_q / 128) row blocks at most 2^30 (one pass
+/// has no such grid and takes the same problem).
+TEST(ApiBwd, TwoPassBoundsItsRowBlockGrid) {
+  auto p = base();
+  p.batch = 1 << 10, p.heads_q = p.heads_kv = 1 << 10, p.seqlen_q = 128 * 1024 + 1;  // 2^20 · 1025 row blocks
+  fmha::set_bwd_contiguous_strides(p);
+  p.algorithm = fmha::BwdAlgorithm::kTwoPass;
+  const fmha::Status s = fmha::bwd_validate(p);
+  EXPECT_EQ(s.code(), fmha::StatusCode::kInvalidArgument) << s.message();
+  EXPECT_EQ(s.message().rfind("batch × heads_q × ceil(seqlen_q / 128): expected ≤ 2^30 row blocks (two-pass)", 0), 0u)
+      << s.message();
+  p.seqlen_q = 128 * 1024;  // exactly 2^30 row blocks
+  fmha::set_bwd_contiguous_strides(p);
+  const fmha::Status ok = fmha::bwd_validate(p);
+  EXPECT_NE(ok.message().rfind("batch × heads_q", 0), 0u) << ok.message();
 }
 
 TEST(ApiBwd, ManifestListsTheBackwardUnits) {

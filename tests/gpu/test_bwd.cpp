@@ -6,10 +6,11 @@
 //   one row; seqlen_q = 1 and seqlen_q = seqlen_k = 1; NaN in every row past each entry, in the padding of strided
 //   rows and in rows past the packed tensors (must never reach a gradient); gradients and workspace poisoned with
 //   NaN; large logits; the deterministic option bit for bit over repeated calls, also over many waves of CTAs; 40
-//   varlen entries. (Argument errors without a GPU:
+//   varlen entries; the two-pass algorithm on the same cases, bit for bit over repeated calls. (Argument errors without a GPU:
 //   tests/cpu/test_api_bwd.cpp.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,24 @@ std::vector<NamedCase> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Bwd, BwdCaseTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<NamedCase>& i) { return i.param.name; });
+
+// The two-pass algorithm (the main kernel without dQ, then the dQ kernel) on every case but the multi-wave one
+// (whose point is the one-pass ordering), each repeated twice bit for bit: two passes are repeatable by
+// construction.
+std::vector<NamedCase> two_pass_cases() {
+  std::vector<NamedCase> v;
+  for (NamedCase n : cases()) {
+    if (n.name.rfind("deterministic_multiwave", 0) == 0) continue;
+    n.name = "two_pass_" + n.name;
+    n.c.algorithm = fmha::BwdAlgorithm::kTwoPass;
+    n.c.repeats = std::max(2, std::min(n.c.repeats, 20));
+    v.push_back(n);
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(TwoPass, BwdCaseTest, ::testing::ValuesIn(two_pass_cases()),
                          [](const ::testing::TestParamInfo<NamedCase>& i) { return i.param.name; });
 
 }  // namespace

@@ -1,5 +1,5 @@
 // fmha_bwd: backward attention on Hopper (dQ, dK, dV of the forward), with the seed's options (docs/seed.md §2.5)
-// plus --causal-type, --dtype, --deterministic, --scale and --json. Runs fmha's forward for O and LSE on generated
+// plus --causal-type, --dtype, --deterministic, --two-pass (the seed's fmha_2bwd, §2.6), --scale and --json. Runs fmha's forward for O and LSE on generated
 // inputs, then the backward; --verify checks every element of dQ, dK and dV against the GPU backward reference;
 // reports TFLOPS/s with the seed's backward FLOPs.
 #include <cstdio>
@@ -27,6 +27,7 @@ fmha::testing::BwdCase case_from(const ParsedOptions& o, FwdProblemArgs* args_ou
   c.varlen = a.varlen, c.mask = a.mask, c.align = a.align;
   c.scale = float(o.get_float("scale"));
   c.deterministic = o.flag("deterministic");
+  c.algorithm = o.flag("two-pass") ? fmha::BwdAlgorithm::kTwoPass : fmha::BwdAlgorithm::kOnePass;
   if (args_out) *args_out = a;
   return c;
 }
@@ -47,6 +48,7 @@ fmha::BwdParams probe_params(const fmha::testing::BwdCase& c, const FwdProblemAr
   p.dq = p.dk = p.dv = dummy;
   p.lse = reinterpret_cast<const float*>(dummy);
   p.mask = c.mask, p.causal_align = c.align, p.softmax_scale = c.scale, p.deterministic = c.deterministic;
+  p.algorithm = c.algorithm;
   fmha::set_bwd_contiguous_strides(p);
   return p;
 }
@@ -92,6 +94,7 @@ void run_bwd(const ParsedOptions& o, Reporter& rep) {
               a.d_v, a.mask == fmha::MaskType::kCausal ? "Causal" : "Full",
               [] { auto g = query_gpu(nullptr); return g ? g->sm_count : 0; }());
   const std::string name = std::string("bwd ") + fmha::to_string(c.dtype) + " d" + (a.d <= 64 ? "64" : "128") +
+                           (c.algorithm == fmha::BwdAlgorithm::kTwoPass ? " two-pass" : "") +
                            (c.deterministic ? " deterministic" : "");
   if (o.given("kernel-filter") && !std::regex_search(name, std::regex(o.get_string("kernel-filter")))) return;
   const bool verify = o.flag("verify");
@@ -100,7 +103,8 @@ void run_bwd(const ParsedOptions& o, Reporter& rep) {
   rec.kernel = name;
   rec.problem = {{"dtype", fmha::to_string(c.dtype)}, {"b", a.b}, {"h", a.h}, {"h_k", a.h_k}, {"q", a.q}, {"k", a.k},
                  {"d", a.d}, {"d_vo", a.d_v}, {"varlen", a.varlen}, {"mask", fmha::to_string(a.mask)},
-                 {"causal_type", fmha::to_string(a.align)}, {"deterministic", c.deterministic}};
+                 {"causal_type", fmha::to_string(a.align)}, {"deterministic", c.deterministic},
+                 {"two_pass", c.algorithm == fmha::BwdAlgorithm::kTwoPass}};
   if (set_failed_status(rec, r.status)) return rep.report(rec);
   rec.tflops = tflops_per_s(bwd_flops(a), set_times(rec, r.times_ms));
   rec.extra = {{"flops", bwd_flops(a)}};
@@ -136,6 +140,8 @@ int main(int argc, char** argv) {
   t.add_string("dtype", "Element type of Q, K, V, O, dO and the gradients.", std::string("bf16"))
       .one_of({"fp16", "bf16"});
   t.add_flag("deterministic", "Bitwise repeatable gradients (dQ accumulated in a fixed order).");
+  t.add_flag("two-pass", "Two-pass backward (the seed's fmha_2bwd): a dK/dV kernel, then a dQ kernel; no fp32 dQ "
+                         "accumulator, repeatable bits.");
   t.add_flag("skip-reference", "Skip the forward that produces O and LSE (zeros instead; timing only).");
   t.add_float("scale", "Softmax scale; 0 means 1/sqrt(d).", 0.0).at_least(0.0);
   ToolSpec spec;

@@ -1,5 +1,6 @@
-// Host side of the backward: the workspace's parts, the TMA descriptors, and the three launches (pre-pass, main
-// kernel, convert; kernels/kernel/bwd_kernel.cuh) on one stream.
+// Host side of the backward: the workspace's parts, the TMA descriptors, and the launches on one stream: one pass
+// (pre-pass, main kernel, convert; kernels/kernel/bwd_kernel.cuh) or two (pre-pass, the main kernel without dQ, the
+// dQ kernel; kernels/kernel/bwd_dq_kernel.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include "api/bwd_workspace.h"
 #include "api/launch.h"
 #include "kernels/device/gmem_view.cuh"
+#include "kernels/kernel/bwd_dq_kernel.cuh"
 #include "kernels/kernel/bwd_kernel.cuh"
 
 namespace fmha::device {
@@ -21,6 +23,7 @@ template <class Config, bool Causal>
 Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   using Element = typename Config::Element;
   const bool varlen = a.cu_seqlens_q != nullptr;
+  const bool two_pass = a.algorithm == BwdAlgorithm::kTwoPass;
   const detail::BwdWorkspaceLayout layout = detail::bwd_workspace_layout(a);
   char* ws = static_cast<char*>(workspace);
   kernel::BwdWorkspace w{};
@@ -46,6 +49,11 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   const unsigned batch_grid = unsigned(std::min(a.batch, 65535)), heads_grid = unsigned(std::min(a.heads_q, 65535));
   const int rows_q = varlen ? a.total_q : a.seqlen_q;
   const int rows_k = varlen ? a.total_k : a.seqlen_k;
+  // (rows, head dim, heads, batch) views of the caller's tensors, as the forward's (device/gmem_view.cuh).
+  auto gmem = [&](const void* ptr, int rows, int heads, int64_t rs, int64_t hs, int64_t bs) {
+    return bshd_gmem_view<Element, typename Config::GmemShape, typename Config::GmemStride>(
+        ptr, rows, a.head_dim, heads, varlen ? 1 : a.batch, rs, hs, bs);
+  };
 
   if (a.seqlen_q > 0) {
     const dim3 grid(unsigned((a.seqlen_q + 63) / 64 * 64 / 8), heads_grid, batch_grid);
@@ -58,11 +66,6 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   const int n_blocks = (a.seqlen_k + Config::kBlockN - 1) / Config::kBlockN;
   const int64_t tiles = int64_t(n_blocks) * a.heads_kv * a.batch;
   if (tiles > 0 && rows_k > 0) {
-    // (rows, head dim, heads, batch) views of the caller's tensors, as the forward's (device/gmem_view.cuh).
-    auto gmem = [&](const void* ptr, int rows, int heads, int64_t rs, int64_t hs, int64_t bs) {
-      return bshd_gmem_view<Element, typename Config::GmemShape, typename Config::GmemStride>(
-          ptr, rows, a.head_dim, heads, varlen ? 1 : a.batch, rs, hs, bs);
-    };
     auto mQ = gmem(a.q, rows_q, a.heads_q, a.q_row_stride, a.q_head_stride, a.q_batch_stride);
     auto mdO = gmem(a.d_o, rows_q, a.heads_q, a.do_row_stride, a.do_head_stride, a.do_batch_stride);
     auto mK = gmem(a.k, rows_k, a.heads_kv, a.k_row_stride, a.k_head_stride, a.k_batch_stride);
@@ -88,7 +91,7 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
     p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
     p.causal_qend = a.causal_align == CausalAlign::kQEnd;
     p.ws = w;
-    auto kernel = kernel::bwd_kernel<Config, Causal>;
+    auto kernel = two_pass ? kernel::bwd_kernel<Config, Causal, false> : kernel::bwd_kernel<Config, Causal, true>;
     constexpr int smem = Config::kSmemBytes;
     if (Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                                "cudaFuncSetAttribute(bwd_kernel, max dynamic shared memory)");
@@ -96,6 +99,45 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
       return s;
     kernel<<<unsigned(tiles), Config::kThreads, smem, stream>>>(p);
     if (Status s = cuda_status(cudaGetLastError(), "launch bwd_kernel"); !s) return s;
+  }
+
+  if (two_pass) {  // the dQ kernel: every row block of every query head and entry
+    using DqConfig = kernel::BwdDqConfig<Element, Config::kHeadDim>;
+    const int m_blocks = (a.seqlen_q + DqConfig::kBlockM - 1) / DqConfig::kBlockM;
+    const int64_t q_tiles = int64_t(m_blocks) * a.heads_q * a.batch;
+    if (q_tiles == 0 || rows_q == 0) return Status::ok();
+    auto mQ = gmem(a.q, rows_q, a.heads_q, a.q_row_stride, a.q_head_stride, a.q_batch_stride);
+    auto mdO = gmem(a.d_o, rows_q, a.heads_q, a.do_row_stride, a.do_head_stride, a.do_batch_stride);
+    // Without any key (rows_k = 0) no CTA loads K or V, but the parameters still hold descriptors: Q's stand in.
+    auto mK = rows_k > 0 ? gmem(a.k, rows_k, a.heads_kv, a.k_row_stride, a.k_head_stride, a.k_batch_stride) : mQ;
+    auto mV = rows_k > 0 ? gmem(a.v, rows_k, a.heads_kv, a.v_row_stride, a.v_head_stride, a.v_batch_stride) : mQ;
+    kernel::BwdDqKernelParams<DqConfig> p{};
+    auto rows_box = Shape<Int<DqConfig::kBlockM>, Int<DqConfig::kHeadDim>>{};
+    auto keys_box = Shape<Int<DqConfig::kBlockN>, Int<DqConfig::kHeadDim>>{};
+    p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, take<0, 2>(typename DqConfig::SmemLayoutQ{}), rows_box, _1{});
+    p.tma_do = make_tma_copy(SM90_TMA_LOAD{}, mdO, take<0, 2>(typename DqConfig::SmemLayoutQ{}), rows_box, _1{});
+    p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename DqConfig::SmemLayoutK{}), keys_box, _1{});
+    p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename DqConfig::SmemLayoutK{}), keys_box, _1{});
+    p.shape_q = mQ.shape();
+    p.shape_k = mK.shape();
+    p.dq = static_cast<Element*>(a.dq);
+    p.dq_row_stride = a.dq_row_stride, p.dq_head_stride = a.dq_head_stride, p.dq_batch_stride = a.dq_batch_stride;
+    p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k, p.total_q = a.total_q, p.total_k = a.total_k;
+    p.heads_q = a.heads_q, p.group = a.heads_q / a.heads_kv, p.head_dim = a.head_dim;
+    p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
+    p.m_blocks = m_blocks;
+    p.scale = a.softmax_scale;
+    p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
+    p.causal_qend = a.causal_align == CausalAlign::kQEnd;
+    p.ws = w;
+    auto kernel = kernel::bwd_dq_kernel<DqConfig, Causal>;
+    constexpr int smem = DqConfig::kSmemBytes;
+    if (Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                               "cudaFuncSetAttribute(bwd_dq_kernel, max dynamic shared memory)");
+        !s)
+      return s;
+    kernel<<<unsigned(q_tiles), DqConfig::kThreads, smem, stream>>>(p);
+    return cuda_status(cudaGetLastError(), "launch bwd_dq_kernel");
   }
 
   if (a.seqlen_q > 0) {

@@ -283,8 +283,9 @@ struct BwdKernelParams {
 };
 
 /// The main backward kernel: grid n_blocks · heads_kv · batch CTAs (key block fastest, so that with the ordered dQ
-/// accumulation a key block's CTA only ever waits for CTAs of lower index). Causal picks the causal mask.
-template <class Config, bool Causal>
+/// accumulation a key block's CTA only ever waits for CTAs of lower index). Causal picks the causal mask; kDq false
+/// leaves dQ out (the two-pass backward's dK/dV kernel; bwd_dq_kernel.cuh computes dQ).
+template <class Config, bool Causal, bool kDq = true>
 __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONSTANT BwdKernelParams<Config> const p) {
   using Element = typename Config::Element;
   using SharedStorage = typename Config::SharedStorage;
@@ -493,13 +494,24 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       tdVrP(x) = static_cast<Element>(tSrS(x));
       tdKrdS(x) = static_cast<Element>(tdPrdP(x));
     }
-    // dSᵀ into shared memory as dS (rows, keys), the A operand of dQ = dS·K.
-    Tensor tdSsdS_buf = tdSsdS(_, _, _, buf);
-    CUTLASS_PRAGMA_UNROLL
-    for (int x = 0; x < size(tdKrdS); ++x) tdSsdS_buf(x) = tdKrdS(x);
-    cutlass::arch::fence_view_async_shared();
+    if constexpr (kDq) {  // dSᵀ into shared memory as dS (rows, keys), the A operand of dQ = dS·K
+      Tensor tdSsdS_buf = tdSsdS(_, _, _, buf);
+      CUTLASS_PRAGMA_UNROLL
+      for (int x = 0; x < size(tdKrdS); ++x) tdSsdS_buf(x) = tdKrdS(x);
+      cutlass::arch::fence_view_async_shared();
+    }
     wg_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, ds), tdVrdV);
     wg_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, qs), tdKrdK);
+    if constexpr (!kDq) {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tdVrdV);
+      warpgroup_fence_operand(tdKrdK);
+      pipe_q.consumer_release(q_state);
+      pipe_do.consumer_release(do_state);
+      ++q_state;
+      ++do_state;
+      continue;
+    }
     // The previous step's dQ reduction has read ss.dq before anyone passes this barrier (and writes it again).
     if (wg_leader) bulk_wait_read<0>();
     cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierStep);  // both warpgroups' halves of dS written
