@@ -6,11 +6,13 @@
 //   one row; seqlen_q = 1 and seqlen_q = seqlen_k = 1; NaN in every row past each entry, in the padding of strided
 //   rows and in rows past the packed tensors (must never reach a gradient); gradients and workspace poisoned with
 //   NaN; large logits; the deterministic option bit for bit over repeated calls, also over many waves of CTAs; 40
-//   varlen entries; the two-pass algorithm on the same cases, bit for bit over repeated calls. (Argument errors without a GPU:
+//   varlen entries; the edge cases E15–E18 (one key per entry, empty leading entries, LSE below −88.7 with a key
+//   tail, 200 deterministic calls); the two-pass algorithm on the same cases, bit for bit over repeated calls. (Argument errors without a GPU:
 //   tests/cpu/test_api_bwd.cpp.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -121,6 +123,62 @@ std::vector<NamedCase> cases() {
     NamedCase n = make("varlen_40_entries_gqa_fp16_d128", fp, 40, 4, 2, 128, sq, sk, true, C, QE);
     n.c.extra_rows = 10;
     v.push_back(n);
+  }
+  // The edge cases of other libraries' backward (E15–E18, with the right answers).
+  for (CausalAlign al : {QB, QE}) {
+    // E15: one key per sequence, so each row that sees it has P = 1 and dS = 0: dQ = dK = 0, dV = the sum of dO
+    // over the rows that see the key (dO = 1).
+    NamedCase n = make(std::string("E15_one_key_per_entry_") + (al == QB ? "qbegin" : "qend"), fp, 3, 1, 1, 32,
+                       {76, 34, 146}, {1, 1, 1}, true, C, al);
+    n.c.input_scale = 3.f;
+    n.c.fill = [seed = n.c.seed](const std::string& t, std::vector<float>& x) {
+      std::mt19937 rng(uint32_t(seed) + uint32_t(t.size()) * 7 + uint32_t(t[0]));
+      std::normal_distribution<float> g(0.f, 3.f);
+      for (float& e : x) e = t == "do" ? 1.f : g(rng);
+    };
+    v.push_back(n);
+  }
+  for (MaskType m : {N, C}) {
+    // E16: empty leading entries (no rows, then one key and no rows), then 1023 rows against 2045 keys; K/V hold
+    // exactly the 2046 rows the lengths name.
+    v.push_back(make(std::string("E16_empty_leading_entries_") + (m == C ? "causal" : "none"), bf, 3, 32, 32, 128,
+                     {0, 0, 1023}, {0, 1, 2045}, true, m, QE));
+  }
+  for (DType t : {bf, fp})
+    for (int L : {192, 1000})
+      for (MaskType m : {N, C}) {
+        // E17: every scaled logit about −120 (q·k ≈ −120 · √64 through column 0), so LSE < −88.7 and exp(−LSE)
+        // overflows fp32: the key tail past seqlen_k must still get P = 0.
+        NamedCase n = make(std::string("E17_very_negative_lse_") + (t == bf ? "bf16_" : "fp16_") + std::to_string(L) +
+                               (m == C ? "_causal" : "_none"),
+                           t, 1, 1, 1, 64, {L}, {L}, false, m, QB);
+        n.c.fill = [seed = n.c.seed](const std::string& name, std::vector<float>& x) {
+          std::mt19937 rng(uint32_t(seed) + uint32_t(name[0]));
+          std::normal_distribution<float> g(0.f, 1.f);
+          const bool qk = name == "q" || name == "k";
+          for (size_t e = 0; e < x.size(); ++e) {
+            x[e] = g(rng) * (qk ? 0.1f : 1.f);
+            if (e % 64 == 0 && name == "q") x[e] = 1.f;
+            if (e % 64 == 0 && name == "k") x[e] = -120.f * 8.f;
+          }
+        };
+        v.push_back(n);
+      }
+  {
+    // E18: the deterministic option over 200 calls (workspace and gradients NaN-poisoned before each, so that an
+    // unzeroed counter shows): (a) dense causal GQA 32/8 d 128, 2 × 2048; (b) varlen causal GQA 12/4 d 64 with an
+    // empty entry and one of 6 rows; (c) varlen, queries 1, 64, 300 against keys 512, 64, 1000 (tiles with no work).
+    NamedCase a = make("E18a_deterministic_200_dense_causal_gqa_bf16_d128", bf, 2, 32, 8, 128, {2048, 2048},
+                       {2048, 2048}, false, C, QE);
+    NamedCase b = make("E18b_deterministic_200_varlen_causal_gqa_bf16_d64", bf, 4, 12, 4, 64, {0, 300, 1024, 6},
+                       {0, 300, 1024, 6}, true, C, QB);
+    NamedCase c = make("E18c_deterministic_200_varlen_idle_tiles_bf16_d128", bf, 3, 12, 4, 128, {1, 64, 300},
+                       {512, 64, 1000}, true, C, QE);
+    for (NamedCase* n : {&a, &b, &c}) {
+      n->c.deterministic = true;
+      n->c.repeats = 200;
+      v.push_back(*n);
+    }
   }
   return v;
 }
