@@ -10,9 +10,9 @@ set(FMHA_BWD_SEED_TESTS
 )
 set(FMHA_BWD_VARLEN_PREFIX "--verify --varlen --mask=causal,residual --causal-type=qbegin,qend")
 
-# One CTest run per (entry, dtype): cli_<prefix>_<dtype>_<name>, fmha_bwd with `flags` and the entry's arguments
-# (the varlen entries with the mask and alignment prefix above).
-function(fmha_add_bwd_cli_tests prefix flags)
+# One CTest run per (entry, dtype): cli_<prefix>_<dtype>_<name>, `tool` with `flags` and the entry's arguments (the
+# varlen entries with the mask and alignment prefix above).
+function(fmha_add_bwd_cli_tests prefix tool flags)
   foreach(entry ${ARGN})
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 name)
@@ -22,16 +22,16 @@ function(fmha_add_bwd_cli_tests prefix flags)
     endif()
     separate_arguments(arg_list UNIX_COMMAND "${flags} ${args}")
     foreach(dtype fp16 bf16)
-      add_test(NAME cli_${prefix}_${dtype}_${name} COMMAND fmha_bwd --dtype=${dtype} ${arg_list})
+      add_test(NAME cli_${prefix}_${dtype}_${name} COMMAND ${tool} --dtype=${dtype} ${arg_list})
       set_tests_properties(cli_${prefix}_${dtype}_${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
     endforeach()
   endforeach()
 endfunction()
 
 if(TARGET fmha_bwd)
-  fmha_add_bwd_cli_tests(bwd "" ${FMHA_BWD_SEED_TESTS})
+  fmha_add_bwd_cli_tests(bwd fmha_bwd "" ${FMHA_BWD_SEED_TESTS})
   # The seed's two-pass matrix (fmha_2bwd, docs/seed.md §8.2: BASIC, CAUSAL_00, VARLEN, VARLEN_00 … 03, GQA) through
-  # --two-pass.
+  # fmha_2bwd (fmha_bwd --two-pass runs the same).
   set(FMHA_2BWD_SEED_TESTS
     "basic|--b=1 --h=4 --q=512 --k=512 --d=128 --verify --mask=no"
     "causal_00|--b=1 --h=4 --q=512 --k=512 --d=128 --verify --mask=causal"
@@ -43,5 +43,5 @@ if(TARGET fmha_bwd)
       list(APPEND FMHA_2BWD_SEED_TESTS "${entry}")
     endif()
   endforeach()
-  fmha_add_bwd_cli_tests(2bwd "--two-pass" ${FMHA_2BWD_SEED_TESTS})
+  fmha_add_bwd_cli_tests(2bwd fmha_2bwd "" ${FMHA_2BWD_SEED_TESTS})
 endif()

@@ -1,5 +1,6 @@
 // fmha_bwd: backward attention on Hopper (dQ, dK, dV of the forward), with the seed's options (docs/seed.md §2.5)
-// plus --causal-type, --dtype, --deterministic, --two-pass (the seed's fmha_2bwd, §2.6), --scale and --json. Runs fmha's forward for O and LSE on generated
+// plus --causal-type, --dtype, --deterministic, --two-pass (the seed's fmha_2bwd, §2.6), --scale and --json. Built a
+// second time as fmha_2bwd (FMHA_TWO_PASS_TOOL): the same options without --two-pass, always the two-pass algorithm. Runs fmha's forward for O and LSE on generated
 // inputs, then the backward; --verify checks every element of dQ, dK and dV against the GPU backward reference;
 // reports TFLOPS/s with the seed's backward FLOPs.
 #include <cstdio>
@@ -14,6 +15,12 @@ using namespace fmha::cli;
 
 namespace {
 
+#ifdef FMHA_TWO_PASS_TOOL
+constexpr bool kTwoPassTool = true;
+#else
+constexpr bool kTwoPassTool = false;
+#endif
+
 /// The case of one run: the derived problem (docs/seed.md §2.5) plus this tool's options. Throws
 /// std::runtime_error with the derivation's message when the problem is inconsistent.
 fmha::testing::BwdCase case_from(const ParsedOptions& o, FwdProblemArgs* args_out) {
@@ -27,7 +34,7 @@ fmha::testing::BwdCase case_from(const ParsedOptions& o, FwdProblemArgs* args_ou
   c.varlen = a.varlen, c.mask = a.mask, c.align = a.align;
   c.scale = float(o.get_float("scale"));
   c.deterministic = o.flag("deterministic");
-  c.algorithm = o.flag("two-pass") ? fmha::BwdAlgorithm::kTwoPass : fmha::BwdAlgorithm::kOnePass;
+  c.algorithm = kTwoPassTool || o.flag("two-pass") ? fmha::BwdAlgorithm::kTwoPass : fmha::BwdAlgorithm::kOnePass;
   if (args_out) *args_out = a;
   return c;
 }
@@ -125,7 +132,9 @@ void run_bwd(const ParsedOptions& o, Reporter& rep) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  OptionTable t("fmha_bwd", "Backward attention on Hopper: dQ, dK, dV of O = softmax(scale·mask(Q·Kᵀ))·V.");
+  OptionTable t(kTwoPassTool ? "fmha_2bwd" : "fmha_bwd",
+                std::string(kTwoPassTool ? "Two-pass backward" : "Backward") +
+                    " attention on Hopper: dQ, dK, dV of O = softmax(scale·mask(Q·Kᵀ))·V.");
   ProblemOptionSet problem;
   problem.family = ProblemFamily::kBackward;
   problem.d_vo = true;
@@ -140,12 +149,13 @@ int main(int argc, char** argv) {
   t.add_string("dtype", "Element type of Q, K, V, O, dO and the gradients.", std::string("bf16"))
       .one_of({"fp16", "bf16"});
   t.add_flag("deterministic", "Bitwise repeatable gradients (dQ accumulated in a fixed order).");
-  t.add_flag("two-pass", "Two-pass backward (the seed's fmha_2bwd): a dK/dV kernel, then a dQ kernel; no fp32 dQ "
-                         "accumulator, repeatable bits.");
+  if (!kTwoPassTool)
+    t.add_flag("two-pass", "Two-pass backward (the seed's fmha_2bwd): a dK/dV kernel, then a dQ kernel; no fp32 dQ "
+                           "accumulator, repeatable bits.");
   t.add_flag("skip-reference", "Skip the forward that produces O and LSE (zeros instead; timing only).");
   t.add_float("scale", "Softmax scale; 0 means 1/sqrt(d).", 0.0).at_least(0.0);
   ToolSpec spec;
-  spec.name = "fmha_bwd";
+  spec.name = kTwoPassTool ? "fmha_2bwd" : "fmha_bwd";
   spec.options = &t;
   spec.run = run_bwd;
   spec.check = check_bwd;
