@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
 
 #include "api/bwd_workspace.h"
 #include "api/launch.h"
@@ -18,6 +19,42 @@ namespace fmha::device {
 using namespace cute;
 
 using detail::cuda_status;
+
+/// The parts a backward kernel's parameters `p` share (BwdKernelParams, BwdDqKernelParams): the TMA loads of Q and dO
+/// in blocks of Config::kBlockM rows and of K and V in blocks of Config::kBlockN keys over the views mQ, mdO, mK, mV,
+/// their shapes, the varlen offsets, heads, lengths, scale, mask alignment and workspace.
+template <class Config, class Params, class View>
+void set_bwd_kernel_params(Params& p, const BwdParams& a, const kernel::BwdWorkspace& w, const View& mQ, const View& mdO,
+                           const View& mK, const View& mV) {
+  auto rows_box = Shape<Int<Config::kBlockM>, Int<Config::kHeadDim>>{};
+  auto keys_box = Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{};
+  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, take<0, 2>(typename Config::SmemLayoutQ{}), rows_box, _1{});
+  p.tma_do = make_tma_copy(SM90_TMA_LOAD{}, mdO, take<0, 2>(typename Config::SmemLayoutQ{}), rows_box, _1{});
+  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Config::SmemLayoutK{}), keys_box, _1{});
+  p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Config::SmemLayoutK{}), keys_box, _1{});
+  p.shape_q = mQ.shape();
+  p.shape_k = mK.shape();
+  p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k, p.total_q = a.total_q, p.total_k = a.total_k;
+  p.group = a.heads_q / a.heads_kv, p.head_dim = a.head_dim;
+  p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
+  p.scale = a.softmax_scale;
+  p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
+  p.causal_qend = a.causal_align == CausalAlign::kQEnd;
+  p.ws = w;
+}
+
+/// Sets the dynamic shared memory of `kernel` to `smem` bytes and launches it on `tiles` CTAs of `threads`.
+template <class Kernel, class Params>
+Status launch_bwd_kernel(Kernel kernel, const Params& p, int64_t tiles, int threads, int smem, cudaStream_t stream,
+                         const char* name) {
+  const std::string attribute = std::string("cudaFuncSetAttribute(") + name + ", max dynamic shared memory)";
+  if (Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                             attribute.c_str());
+      !s)
+    return s;
+  kernel<<<unsigned(tiles), threads, smem, stream>>>(p);
+  return cuda_status(cudaGetLastError(), (std::string("launch ") + name).c_str());
+}
 
 template <class Config, bool Causal>
 Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
@@ -70,35 +107,16 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
     auto mdO = gmem(a.d_o, rows_q, a.heads_q, a.do_row_stride, a.do_head_stride, a.do_batch_stride);
     auto mK = gmem(a.k, rows_k, a.heads_kv, a.k_row_stride, a.k_head_stride, a.k_batch_stride);
     auto mV = gmem(a.v, rows_k, a.heads_kv, a.v_row_stride, a.v_head_stride, a.v_batch_stride);
-    using Params = kernel::BwdKernelParams<Config>;
-    Params p{};
-    auto rows_box = Shape<Int<Config::kBlockM>, Int<Config::kHeadDim>>{};
-    auto keys_box = Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{};
-    p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, take<0, 2>(typename Config::SmemLayoutQ{}), rows_box, _1{});
-    p.tma_do = make_tma_copy(SM90_TMA_LOAD{}, mdO, take<0, 2>(typename Config::SmemLayoutQ{}), rows_box, _1{});
-    p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Config::SmemLayoutK{}), keys_box, _1{});
-    p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Config::SmemLayoutK{}), keys_box, _1{});
-    p.shape_q = mQ.shape();
-    p.shape_k = mK.shape();
+    kernel::BwdKernelParams<Config> p{};
+    set_bwd_kernel_params<Config>(p, a, w, mQ, mdO, mK, mV);
     p.dk = static_cast<Element*>(a.dk), p.dv = static_cast<Element*>(a.dv);
     p.dk_row_stride = a.dk_row_stride, p.dk_head_stride = a.dk_head_stride, p.dk_batch_stride = a.dk_batch_stride;
     p.dv_row_stride = a.dv_row_stride, p.dv_head_stride = a.dv_head_stride, p.dv_batch_stride = a.dv_batch_stride;
-    p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k, p.total_q = a.total_q, p.total_k = a.total_k;
-    p.heads_kv = a.heads_kv, p.group = a.heads_q / a.heads_kv, p.head_dim = a.head_dim;
-    p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
+    p.heads_kv = a.heads_kv;
     p.n_blocks = n_blocks;
-    p.scale = a.softmax_scale;
-    p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
-    p.causal_qend = a.causal_align == CausalAlign::kQEnd;
-    p.ws = w;
     auto kernel = two_pass ? kernel::bwd_kernel<Config, Causal, false> : kernel::bwd_kernel<Config, Causal, true>;
-    constexpr int smem = Config::kSmemBytes;
-    if (Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                               "cudaFuncSetAttribute(bwd_kernel, max dynamic shared memory)");
-        !s)
+    if (Status s = launch_bwd_kernel(kernel, p, tiles, Config::kThreads, Config::kSmemBytes, stream, "bwd_kernel"); !s)
       return s;
-    kernel<<<unsigned(tiles), Config::kThreads, smem, stream>>>(p);
-    if (Status s = cuda_status(cudaGetLastError(), "launch bwd_kernel"); !s) return s;
   }
 
   if (two_pass) {  // the dQ kernel: every row block of every query head and entry
@@ -112,32 +130,13 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
     auto mK = rows_k > 0 ? gmem(a.k, rows_k, a.heads_kv, a.k_row_stride, a.k_head_stride, a.k_batch_stride) : mQ;
     auto mV = rows_k > 0 ? gmem(a.v, rows_k, a.heads_kv, a.v_row_stride, a.v_head_stride, a.v_batch_stride) : mQ;
     kernel::BwdDqKernelParams<DqConfig> p{};
-    auto rows_box = Shape<Int<DqConfig::kBlockM>, Int<DqConfig::kHeadDim>>{};
-    auto keys_box = Shape<Int<DqConfig::kBlockN>, Int<DqConfig::kHeadDim>>{};
-    p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, take<0, 2>(typename DqConfig::SmemLayoutQ{}), rows_box, _1{});
-    p.tma_do = make_tma_copy(SM90_TMA_LOAD{}, mdO, take<0, 2>(typename DqConfig::SmemLayoutQ{}), rows_box, _1{});
-    p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename DqConfig::SmemLayoutK{}), keys_box, _1{});
-    p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename DqConfig::SmemLayoutK{}), keys_box, _1{});
-    p.shape_q = mQ.shape();
-    p.shape_k = mK.shape();
+    set_bwd_kernel_params<DqConfig>(p, a, w, mQ, mdO, mK, mV);
     p.dq = static_cast<Element*>(a.dq);
     p.dq_row_stride = a.dq_row_stride, p.dq_head_stride = a.dq_head_stride, p.dq_batch_stride = a.dq_batch_stride;
-    p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k, p.total_q = a.total_q, p.total_k = a.total_k;
-    p.heads_q = a.heads_q, p.group = a.heads_q / a.heads_kv, p.head_dim = a.head_dim;
-    p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
+    p.heads_q = a.heads_q;
     p.m_blocks = m_blocks;
-    p.scale = a.softmax_scale;
-    p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
-    p.causal_qend = a.causal_align == CausalAlign::kQEnd;
-    p.ws = w;
-    auto kernel = kernel::bwd_dq_kernel<DqConfig, Causal>;
-    constexpr int smem = DqConfig::kSmemBytes;
-    if (Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                               "cudaFuncSetAttribute(bwd_dq_kernel, max dynamic shared memory)");
-        !s)
-      return s;
-    kernel<<<unsigned(q_tiles), DqConfig::kThreads, smem, stream>>>(p);
-    return cuda_status(cudaGetLastError(), "launch bwd_dq_kernel");
+    return launch_bwd_kernel(kernel::bwd_dq_kernel<DqConfig, Causal>, p, q_tiles, DqConfig::kThreads,
+                             DqConfig::kSmemBytes, stream, "bwd_dq_kernel");
   }
 
   if (a.seqlen_q > 0) {
