@@ -4,8 +4,13 @@
 #include <cstddef>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include "api/registry.h"
 #include "fmha/fwd.h"
 
 namespace fmha::testutil {
@@ -33,6 +38,33 @@ inline FwdParams dense_fwd_params(void* buf, int batch, int heads_q, int heads_k
   p.o = buf;
   set_contiguous_strides(p);
   return p;
+}
+
+/// The status of a valid call on host buffers (fwd, bwd, …), whatever the machine: kNotBuilt without kernels;
+/// without a GPU (or driver) kNotSupported naming the device and the failed CUDA call; on a GPU of another
+/// architecture kNotSupported naming its compute capability; on a Hopper GPU the host pointer `q` refused before any
+/// launch.
+inline void expect_host_buffers_refused(const Status& s) {
+  if (std::string(detail::kernel_set()) == "none") {  // no kernels built: refused before any device query
+    EXPECT_EQ(s.code(), StatusCode::kNotBuilt) << s.message();
+    return;
+  }
+  int devices = 0, major = 0, device = 0;
+  const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  if (gpu && cudaGetDevice(&device) == cudaSuccess)
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaGetLastError();
+  if (gpu && major == 9) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+    EXPECT_EQ(s.message(), "q: expected device-accessible memory, got a host pointer");
+  } else if (gpu) {  // a GPU of another architecture
+    EXPECT_EQ(s.code(), StatusCode::kNotSupported) << s.message();
+    EXPECT_EQ(s.message().rfind("device: expected compute capability 9.x (sm_90a), got ", 0), 0u) << s.message();
+  } else {
+    EXPECT_EQ(s.code(), StatusCode::kNotSupported) << s.message();
+    EXPECT_EQ(s.message().rfind("device: expected a CUDA GPU of compute capability 9.x", 0), 0u) << s.message();
+    EXPECT_NE(s.message().find("cudaGetDevice: "), std::string::npos) << s.message();
+  }
 }
 
 }  // namespace fmha::testutil
