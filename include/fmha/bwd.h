@@ -16,8 +16,10 @@ namespace fmha {
 /// workspace, then a convert kernel writes dQ; FlashAttention-2 Algorithm 2) or two passes (one kernel per K block
 /// for dK and dV, then one per block of 128 query rows for dQ, which recomputes S and dP; no fp32 accumulator, no
 /// convert, bitwise repeatable without `deterministic`; CUTLASS example 77's fmha_2bwd). Two passes do the S and dP
-/// products twice (7 instead of 5 GEMMs per tile pair) but need no atomics and less workspace.
-enum class BwdAlgorithm { kOnePass, kTwoPass };
+/// products twice (7 instead of 5 GEMMs per tile pair) but need no atomics and less workspace. kAuto (the default)
+/// lets the library pick per call from the shape and the options alone (bwd_resolve_algorithm: the same choice for
+/// the workspace size and the call).
+enum class BwdAlgorithm { kOnePass, kTwoPass, kAuto };
 
 /// Arguments of a backward attention call: given the forward's inputs Q, K, V, its output O and LSE, and the
 /// gradient dO of O, the gradients dQ, dK, dV of the forward with the same mask, causal alignment and scale:
@@ -76,10 +78,10 @@ struct BwdParams {
   MaskType mask = MaskType::kNone;
   CausalAlign causal_align = CausalAlign::kQBegin;
   float softmax_scale = 0.f;  ///< the forward's; 0 means 1/sqrt(head_dim)
-  BwdAlgorithm algorithm = BwdAlgorithm::kOnePass;
+  BwdAlgorithm algorithm = BwdAlgorithm::kAuto;
   /// Bitwise repeatable dQ, dK, dV (GQA and varlen included): the one-pass dQ accumulation is ordered (each K
   /// block adds its share after the previous one), at some cost in speed. The two-pass algorithm is repeatable
-  /// either way (the flag changes nothing there).
+  /// either way (the flag changes nothing there), so kAuto takes it for deterministic calls.
   bool deterministic = false;
   int sm_count = 0;  ///< reserved (the backward runs one CTA per key block on every SM); 0 or any value ≥ 0
 };
@@ -92,10 +94,17 @@ void set_bwd_contiguous_strides(BwdParams& p);
 /// actual value, kNotSupported for a valid request no kernel takes (dtype, head dims).
 Status bwd_validate(const BwdParams& p);
 
+/// The algorithm bwd runs for `p`: p.algorithm unless it is kAuto, which picks from the shape and the options
+/// (no device, no pointers; docs/bwd.md gives the rule and the H200 measurements behind it): two passes for
+/// `deterministic` calls (repeatable by construction and faster than the ordered one-pass accumulation), one pass
+/// otherwise and wherever the two-pass dQ grid would exceed its bound (batch × heads_q × ceil(seqlen_q / 128) >
+/// 2^30). Other values are returned as they are (bwd_validate names a bad one).
+BwdAlgorithm bwd_resolve_algorithm(const BwdParams& p);
+
 /// Bytes of workspace bwd needs for `p`, at most a few hundred bytes over
 ///   dense: rows = batch · ceil(seqlen_q / 64) · 64; varlen: rows = total_q + 64 · batch; each rounded up to 128;
 ///   4 · heads_q · rows (D = Σ dO∘O) + 4 · heads_q · rows (LSE in log2 units)
-///   + one pass: 4 · heads_q · rows · t (the fp32 dQ accumulator; t = 64 for head dims up to 64, 128 up to 128,
+///   + one pass (bwd_resolve_algorithm): 4 · heads_q · rows · t (the fp32 dQ accumulator; t = 64 for head dims up to 64, 128 up to 128,
 ///     else round_up(head_dim, 8))
 ///   + deterministic one pass: 4 · heads_q · rows / 64 (the order counters of the kernel's 64-row blocks).
 /// Each part starts on kWorkspaceAlignment (256 bytes). bwd initialises what it reads there on every call and keeps

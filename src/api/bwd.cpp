@@ -60,8 +60,8 @@ Status bwd_validate(const BwdParams& p) {
       !s)
     return s;
   const bool varlen = p.cu_seqlens_q != nullptr;
-  if (int(p.algorithm) < 0 || int(p.algorithm) > int(BwdAlgorithm::kTwoPass))
-    return bad("algorithm", "one-pass or two-pass", str(int(p.algorithm)));
+  if (int(p.algorithm) < 0 || int(p.algorithm) > int(BwdAlgorithm::kAuto))
+    return bad("algorithm", "kOnePass (0), kTwoPass (1) or kAuto (2)", str(int(p.algorithm)));
   // The kernels step 32-bit indices: each key block's CTA walks heads_q / heads_kv × ceil(seqlen_q / 64) row blocks
   // of 64 rows, and the grid holds every key block of 128 keys: at most 2^30 of each.
   const int64_t q_steps = int64_t(p.heads_q / p.heads_kv) * ((int64_t(p.seqlen_q) + 63) / 64);
@@ -72,7 +72,7 @@ Status bwd_validate(const BwdParams& p) {
     return bad("batch × heads_kv × ceil(seqlen_k / " + str(kRowBlock) + ")", "≤ 2^30 key blocks", str(k_tiles));
   // The two-pass dQ kernel's grid holds every block of 128 query rows of every query head and entry.
   const int64_t q_tiles = int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + 127) / 128);
-  if (p.algorithm == BwdAlgorithm::kTwoPass && q_tiles > (int64_t(1) << 30))
+  if (detail::bwd_algorithm(p) == BwdAlgorithm::kTwoPass && q_tiles > (int64_t(1) << 30))
     return bad("batch × heads_q × ceil(seqlen_q / 128)", "≤ 2^30 row blocks (two-pass)", str(q_tiles));
 
   const int batches = varlen ? 1 : p.batch;
@@ -119,6 +119,8 @@ Status bwd_validate(const BwdParams& p) {
   return Status::ok();
 }
 
+BwdAlgorithm bwd_resolve_algorithm(const BwdParams& p) { return detail::bwd_algorithm(p); }
+
 std::size_t bwd_workspace_size(const BwdParams& p) { return detail::bwd_workspace_layout(p).bytes; }
 
 /// The head-dim tile of the unit that runs `p` (validated): 64 or 128; MLA's 192 / 128 has its own key.
@@ -148,6 +150,7 @@ Status bwd(const BwdParams& params, Workspace workspace, cudaStream_t stream) {
   BwdParams p = params;
   if (p.softmax_scale == 0.f) p.softmax_scale = 1.f / std::sqrt(float(p.head_dim));
   if (p.head_dim_v == 0) p.head_dim_v = p.head_dim;
+  p.algorithm = detail::bwd_algorithm(params);  // the workspace was sized for this choice
   if (p.sm_count <= 0 || p.sm_count > dev.sm_count) p.sm_count = dev.sm_count;
   return reinterpret_cast<detail::bwd_launch_fn*>(e->launch)(p, workspace.ptr, stream);
 }

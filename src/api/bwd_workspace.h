@@ -57,6 +57,15 @@ inline FMHA_BWD_HD int64_t bwd_workspace_row0(int b, bool varlen, int off, int s
 
 #undef FMHA_BWD_HD
 
+/// fmha::bwd_resolve_algorithm (fmha/bwd.h): kAuto resolved from the shape and options alone.
+inline BwdAlgorithm bwd_algorithm(const BwdParams& p) {
+  if (p.algorithm != BwdAlgorithm::kAuto) return p.algorithm;
+  // The two-pass dQ kernel's grid bound (bwd_validate): past it only the one pass takes the problem.
+  const int64_t q_tiles = int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + 127) / 128);
+  if (q_tiles > (int64_t(1) << 30)) return BwdAlgorithm::kOnePass;
+  return p.deterministic ? BwdAlgorithm::kTwoPass : BwdAlgorithm::kOnePass;
+}
+
 inline BwdWorkspaceLayout bwd_workspace_layout(const BwdParams& p) {
   constexpr int64_t kRowBlock = 64;
   auto align = [](std::size_t x) { return (x + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; };
@@ -75,7 +84,7 @@ inline BwdWorkspaceLayout bwd_workspace_layout(const BwdParams& p) {
   l.dsum = 0;
   l.lse2 = align(4 * heads * rows);
   l.bytes = l.lse2 + align(4 * heads * rows);
-  l.has_dq_acc = p.algorithm == BwdAlgorithm::kOnePass;
+  l.has_dq_acc = bwd_algorithm(p) == BwdAlgorithm::kOnePass;
   if (l.has_dq_acc) {
     l.dq_acc = l.bytes;
     l.bytes += align(4 * heads * rows * std::size_t(l.dq_row));

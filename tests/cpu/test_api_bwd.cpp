@@ -1,6 +1,6 @@
 // The backward API without a GPU (include/fmha/bwd.h): argument errors name the argument with expected and actual
 // values, the supported head dims, the workspace size's parts and alignment, and bwd() refusing a short workspace,
-// the two-pass algorithm (not built yet) and, on this machine, a launch without a Hopper GPU.
+// the algorithm kAuto resolves to and, on this machine, a launch without a Hopper GPU.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -115,9 +115,11 @@ TEST(ApiBwd, WorkspaceSize) {
   const size_t one_pass = 2 * 4 * heads * rows + 4 * heads * rows * 128;
   EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass);
   EXPECT_EQ(fmha::bwd_workspace_size(p) % fmha::kWorkspaceAlignment, 0u);
-  p.deterministic = true;
+  p.deterministic = true, p.algorithm = fmha::BwdAlgorithm::kOnePass;
   EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass + 512);  // 4 · 8 · 640 / 64 = 320 bytes, padded to 512
   p.algorithm = fmha::BwdAlgorithm::kTwoPass;  // no dQ accumulator (nor counters)
+  EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
+  p.algorithm = fmha::BwdAlgorithm::kAuto;  // deterministic: two passes
   EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
   p = base(), p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(buf), p.total_q = 900, p.total_k = 1000;
   // varlen: 900 + 64 · 2 = 1028 rows, rounded up to 1152
@@ -144,6 +146,22 @@ TEST(ApiBwd, RunChecksTheWorkspaceThenTheDevice) {
     SCOPED_TRACE(algo == fmha::BwdAlgorithm::kTwoPass ? "two-pass" : "one-pass");
     fmha::testutil::expect_host_buffers_refused(fmha::bwd(r, fmha::Workspace{ws, sizeof(ws)}));
   }
+}
+
+/// What kAuto (the default) runs: two passes for deterministic calls, one pass otherwise and past the two-pass
+/// grid bound; an explicit choice is kept.
+TEST(ApiBwd, AutoResolvesFromTheOptions) {
+  auto p = base();
+  EXPECT_EQ(p.algorithm, fmha::BwdAlgorithm::kAuto);
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
+  p.deterministic = true;
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);
+  p.algorithm = fmha::BwdAlgorithm::kOnePass;
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
+  p.algorithm = fmha::BwdAlgorithm::kAuto;
+  p.batch = 1 << 10, p.heads_q = p.heads_kv = 1 << 10, p.seqlen_q = 128 * 1024 + 1;  // past 2^30 row blocks
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
+  EXPECT_NE(fmha::bwd_validate(p).message().rfind("batch × heads_q", 0), 0u);
 }
 
 /// The two-pass dQ kernel's grid bound: batch × heads_q × ceil(seqlen_q / 128) row blocks at most 2^30 (one pass
@@ -182,6 +200,7 @@ TEST(ApiBwd, WorkspaceLayoutHoldsEveryEntrysBlocks) {
     if (broken) cu[1 + rng() % batch] += 500;  // one entry longer than max_len, the later ones shifted
     fmha::BwdParams p;
     p.batch = batch, p.heads_q = 2, p.heads_kv = 1, p.head_dim = 64, p.seqlen_q = max_len, p.deterministic = true;
+    p.algorithm = fmha::BwdAlgorithm::kOnePass;  // the layout with the accumulator and the counters
     int total = 0;
     if (varlen) {
       p.cu_seqlens_q = cu.data();
