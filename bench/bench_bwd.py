@@ -10,8 +10,13 @@ bf16 (and fp16 with --dtypes bf16,fp16; FA3 only where it was built for that dty
 loop by loop, ~20 ms loops). "n/a" where a backend refuses a shape. Beside the timing, every row checks fmha's dQ,
 dK, dV against cuDNN's (max |difference|).
 
+Columns: "fmha" is the default call (bwd algorithm "auto"); --variants adds fmha columns of explicit choices:
+"1p" (one pass), "2p" (two passes), "det" (deterministic, "auto"), "det1p" (deterministic one pass), each timed in
+the same interleaved loops and reported as TFLOPS and as a ratio to the default.
+
 Usage: PYTHONPATH=build/python python3 bench/bench_bwd.py [--json out.json] [--fa3 DIR] [--reps 7]
-       [--dtypes bf16] [--dims 64,128] [--seqlens 1024,2048,4096,8192,16384] [--deterministic] [--plot OUT.png]
+       [--dtypes bf16] [--dims 64,128] [--seqlens 1024,2048,4096,8192,16384] [--deterministic]
+       [--variants 1p,2p,det,det1p] [--plot OUT.png]
        python3 bench/bench_bwd.py --replot RESULT.json OUT.png     (no GPU: redraws a result's chart)
 """
 import argparse
@@ -22,6 +27,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEPS = os.path.join(HERE, "..", ".deps", "python")  # the pinned matplotlib of scripts/setup.sh
 SERIES = (("fmha", "fmha", "tab:red"), ("cudnn", "cuDNN", "tab:green"), ("fa3", "FA3", "tab:blue"))
+# Extra fmha columns (--variants): name -> (deterministic, bwd algorithm).
+VARIANTS = {"1p": (False, "one_pass"), "2p": (False, "two_pass"), "det": (True, "auto"), "det1p": (True, "one_pass")}
 
 
 def plot(result, out):
@@ -83,8 +90,13 @@ def main():
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--seqlens", default="1024,2048,4096,8192,16384")
     ap.add_argument("--deterministic", action="store_true", help="fmha's (and FA3's) deterministic backward")
+    ap.add_argument("--variants", default="", help="extra fmha columns: 1p, 2p, det, det1p")
     ap.add_argument("--plot", metavar="OUT.png")
     args = ap.parse_args()
+    variants = [x for x in args.variants.split(",") if x]
+    bad = [x for x in variants if x not in VARIANTS]
+    if bad:
+        ap.error(f"--variants: expected a list of {', '.join(VARIANTS)}, got {', '.join(bad)}")
     torch.manual_seed(0)
     fa3, fa3_err = load_fa3(args.fa3)
     if fa3 is None:
@@ -102,6 +114,12 @@ def main():
                     out, lse = fmha.attention(q, k, v, causal=causal, return_lse=True)
                     fns = {"fmha": lambda q=q, k=k, v=v, out=out, lse=lse, dout=dout, causal=causal:
                            torch.ops.fmha.bwd(dout, q, k, v, out, lse, None, 0.0, causal, True, args.deterministic)}
+                    for name in variants:
+                        det, algo = VARIANTS[name]
+                        fns["fmha_" + name] = (lambda q=q, k=k, v=v, out=out, lse=lse, dout=dout, causal=causal,
+                                               det=det, algo=algo:
+                                               torch.ops.fmha.bwd(dout, q, k, v, out, lse, None, 0.0, causal, True,
+                                                                  det, algo))
                     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
                     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                         try:
@@ -143,19 +161,23 @@ def main():
                     for peer in ("cudnn", "fa3"):
                         if f"{peer}_tflops" in row and "fmha_tflops" in row:
                             row[f"ratio_vs_{peer}"] = row["fmha_tflops"] / row[f"{peer}_tflops"]
+                    for name in variants:
+                        if f"fmha_{name}_ms" in row and "fmha_ms" in row:
+                            row[f"fmha_{name}_vs_default"] = row["fmha_ms"] / row[f"fmha_{name}_ms"]
                     rows.append(row)
                     del q, k, v, dout, out, lse, fns
                     torch.cuda.empty_cache()
     print("TFLOPS (backward = 2.5 x forward FLOPs); ratio = fmha / peer")
     print(f"{'dt':>4} {'d':>3} {'causal':>6} {'s':>6} | {'fmha':>7} {'cudnn':>7} {'fa3':>7} | {'/cudnn':>7} {'/fa3':>7}"
-          " | max |d| vs cuDNN")
+          " | max |d| vs cuDNN" + "".join(f" | {name:>6}" for name in variants))
     for r in rows:
         def cell(k, f="7.1f"):
             return format(r[k], f) if k in r else f"{'n/a':>7}"
         err = max(r["max_abs_vs_cudnn"].values()) if r["max_abs_vs_cudnn"] else float("nan")
         print(f"{r['dtype']:>4} {r['head_dim']:>3} {str(r['causal']):>6} {r['seqlen']:>6} | {cell('fmha_tflops')} "
               f"{cell('cudnn_tflops')} {cell('fa3_tflops')} | {cell('ratio_vs_cudnn', '7.3f')} "
-              f"{cell('ratio_vs_fa3', '7.3f')} | {err:.2e}")
+              f"{cell('ratio_vs_fa3', '7.3f')} | {err:.2e}" +
+              "".join(f" | {cell('fmha_' + name + '_tflops', '6.1f')}" for name in variants))
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "command": " ".join(sys.argv),
               "fa3_unavailable": fa3_err, "rows": rows}
     if args.json:

@@ -6,7 +6,9 @@ checks; the current CUDA stream; a device guard for the inputs' GPU):
 
 * :func:`attention` for ``[batch, seqlen, heads, head_dim]`` (BSHD) tensors,
 * :func:`attention_varlen` for packed ``[total_tokens, heads, head_dim]`` tensors with cumulative lengths,
-* :func:`decode` for a few new tokens per sequence against a KV cache (contiguous or paged, split-KV).
+* :func:`decode` for a few new tokens per sequence against a KV cache (contiguous or paged, split-KV),
+* :func:`combine`, the LSE-weighted merge of partial results (``torch.ops.fmha.combine``);
+* :mod:`fmha.distributed`: ring attention over ``torch.distributed`` (context parallelism; ``import fmha.distributed``).
 
 Semantics: ``O = softmax(scale · Q·Kᵀ (masked)) · V`` per query head, fp32 accumulation; query head ``h`` uses K/V
 head ``h // (heads_q // heads_kv)`` (GQA / MQA); ``LSE = ln Σ exp(scale · s)`` over the keys a row sees; a row that
@@ -15,7 +17,7 @@ up to 128. Bad arguments raise ``ValueError`` with fmha's message (argument, exp
 kernel takes (e.g. a GPU that is not sm_90) ``NotImplementedError``, a CUDA failure ``RuntimeError``.
 Autograd: :func:`attention` and :func:`attention_varlen` are differentiable in q, k and v (fmha's backward,
 ``torch.ops.fmha.bwd`` / ``bwd_varlen``, registered with ``torch.library.register_autograd``; ``deterministic=True``
-makes the gradients bitwise repeatable), also through the returned LSE (a loss may use ``lse``: its gradient enters
+makes the gradients bitwise repeatable, ``bwd_algorithm`` picks one or two passes), also through the returned LSE (a loss may use ``lse``: its gradient enters
 as ``dS = P · (dP − D + dLSE)``). :func:`decode` has no backward. Empty inputs: no query rows give empty
 outputs, no keys give ``O = 0`` and ``LSE = -inf``.
 
@@ -31,7 +33,7 @@ import os
 
 import torch
 
-__all__ = ["attention", "attention_varlen", "decode", "DecodePlan"]
+__all__ = ["attention", "attention_varlen", "combine", "decode", "DecodePlan"]
 
 from ._build import TORCH_VERSION as _BUILT_FOR
 
@@ -64,6 +66,15 @@ def _length(name, value):
         raise TypeError(f"fmha: {name}: expected an int, got {type(value).__name__} {value!r}") from None
 
 
+_BWD_ALGORITHMS = ("auto", "one_pass", "two_pass")
+
+
+def _bwd_algorithm(name):
+    if name not in _BWD_ALGORITHMS:
+        raise ValueError(f"fmha: bwd_algorithm: expected 'auto', 'one_pass' or 'two_pass', got {name!r}")
+    return name
+
+
 def _align(causal_align):
     if causal_align not in _ALIGNS:
         raise ValueError(f"fmha: causal_align: expected 'q_end' or 'q_begin', got {causal_align!r}")
@@ -71,7 +82,7 @@ def _align(causal_align):
 
 
 def attention(q, k, v, *, causal=False, causal_align="q_end", softmax_scale=None, return_lse=False,
-              deterministic=False):
+              deterministic=False, bwd_algorithm="auto"):
     """Attention over dense BSHD tensors.
 
     Args:
@@ -83,20 +94,24 @@ def attention(q, k, v, *, causal=False, causal_align="q_end", softmax_scale=None
       causal_align: ``"q_end"`` (default, bottom-right) or ``"q_begin"`` (top-left, SDPA's ``is_causal``).
       softmax_scale: the scale of the scores; ``None`` = ``1 / sqrt(d)``.
       return_lse: also return the LSE.
-      deterministic: the backward (autograd) accumulates dQ in a fixed order, so that the gradients are bitwise
-        repeatable (somewhat slower); the forward is the same either way.
+      deterministic: the backward (autograd) gives bitwise repeatable gradients (``"auto"`` takes the two-pass
+        algorithm for it); the forward is the same either way.
+      bwd_algorithm: the backward's algorithm (``fmha::BwdAlgorithm``): ``"auto"`` (the library picks from the
+        shape and options), ``"one_pass"`` (dQ accumulated in fp32 across key blocks) or ``"two_pass"`` (a dQ kernel
+        of its own that recomputes S and dP; repeatable by construction). The forward is the same either way.
 
     Returns:
       ``out`` ``[b, s_q, h, d]`` (contiguous, q's dtype), and with ``return_lse`` also ``lse`` ``[b, h, s_q]``
       (float32, natural log).
     """
     out, lse = torch.ops.fmha.fwd(q, k, v, _scale(softmax_scale, q.shape[-1]), bool(causal), _align(causal_align),
-                                  bool(deterministic))
+                                  bool(deterministic), _bwd_algorithm(bwd_algorithm))
     return (out, lse) if return_lse else out
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
-                     causal_align="q_end", softmax_scale=None, return_lse=False, deterministic=False):
+                     causal_align="q_end", softmax_scale=None, return_lse=False, deterministic=False,
+                     bwd_algorithm="auto"):
     """Attention over packed variable-length sequences (no padding).
 
     Args:
@@ -107,7 +122,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
       max_seqlen_q, max_seqlen_k: the largest sequence lengths (upper bounds are fine; they size the grid).
       The lengths stay on the device and are not checked: ``cu[b] <= total`` rows and every length
       ``<= max_seqlen`` are the caller's contract (rows outside every sequence get unspecified O and LSE).
-      causal, causal_align, softmax_scale, return_lse, deterministic: as in :func:`attention`, per sequence.
+      causal, causal_align, softmax_scale, return_lse, deterministic, bwd_algorithm: as in :func:`attention`, per
+        sequence.
 
     Returns:
       ``out`` ``[total_q, h, d]``, and with ``return_lse`` also ``lse`` ``[h, total_q]`` (float32).
@@ -115,7 +131,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     out, lse = torch.ops.fmha.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, _length("max_seqlen_q", max_seqlen_q),
                                          _length("max_seqlen_k", max_seqlen_k),
                                          _scale(softmax_scale, q.shape[-1]), bool(causal), _align(causal_align),
-                                         bool(deterministic))
+                                         bool(deterministic), _bwd_algorithm(bwd_algorithm))
     return (out, lse) if return_lse else out
 
 
@@ -123,10 +139,11 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
 def _fwd_setup_context(ctx, inputs, output):
     q, k, v, scale, causal, q_end = inputs[:6]
-    deterministic = inputs[6] if len(inputs) > 6 else False  # the schema's default when left out
+    deterministic = inputs[6] if len(inputs) > 6 else False  # the schema's defaults when left out
+    algorithm = inputs[7] if len(inputs) > 7 else "auto"
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
-    ctx.args = (scale, causal, q_end, deterministic)
+    ctx.args = (scale, causal, q_end, deterministic, algorithm)
     ctx.n_inputs = len(inputs)
     ctx.set_materialize_grads(False)
 
@@ -144,9 +161,10 @@ def _fwd_backward(ctx, d_out, d_lse):
 def _fwd_varlen_setup_context(ctx, inputs, output):
     q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, q_end = inputs[:10]
     deterministic = inputs[10] if len(inputs) > 10 else False
+    algorithm = inputs[11] if len(inputs) > 11 else "auto"
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
-    ctx.args = (max_q, max_k, scale, causal, q_end, deterministic)
+    ctx.args = (max_q, max_k, scale, causal, q_end, deterministic, algorithm)
     ctx.n_inputs = len(inputs)
     ctx.set_materialize_grads(False)
 
@@ -163,6 +181,24 @@ def _fwd_varlen_backward(ctx, d_out, d_lse):
 
 torch.library.register_autograd("fmha::fwd", _fwd_backward, setup_context=_fwd_setup_context)
 torch.library.register_autograd("fmha::fwd_varlen", _fwd_varlen_backward, setup_context=_fwd_varlen_setup_context)
+
+
+def combine(out_parts, lse_parts, *, out_dtype=None):
+    """The LSE-weighted merge of partial attention results over the same rows (``torch.ops.fmha.combine``; the
+    split-KV reduction that decode and :mod:`fmha.distributed`'s ring attention use).
+
+    Args:
+      out_parts: float32 ``[n, *rows, d]`` (contiguous, CUDA): n partial outputs, each normalised by its own softmax
+        sum (e.g. :func:`attention`'s ``out`` over a part of the keys, in float32), ``d`` ≤ 512.
+      lse_parts: float32 ``[n, *rows]`` (contiguous): their LSE (natural log); ``-inf`` marks a part that saw no key
+        (it contributes exactly 0 and its output is never read).
+      out_dtype: the merged output's dtype (float32 by default, or float16 / bfloat16).
+
+    Returns:
+      ``out`` ``[*rows, d]`` = Σ exp(LSE_s − LSE) · O_s and ``lse`` ``[*rows]`` = ln Σ exp(LSE_s) (float32); a row
+      with no non-empty part gets 0 and ``-inf``. Not differentiable.
+    """
+    return torch.ops.fmha.combine(out_parts, lse_parts, out_dtype)
 
 
 class DecodePlan:

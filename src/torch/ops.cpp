@@ -8,28 +8,32 @@
 //
 // Operators (layouts as include/fmha/fwd.h; q, k, v fp16 or bf16 on one CUDA device, head-dim mode contiguous):
 //   fmha::fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end,
-//             bool deterministic=False) -> (Tensor, Tensor)
+//             bool deterministic=False, str bwd_algorithm="auto") -> (Tensor, Tensor)
 //     q [b, s_q, h, d], k and v [b, s_k, h_k, d] (BSHD, any strides the kernel takes); returns out [b, s_q, h, d]
 //     (contiguous, q's dtype) and lse [b, h, s_q] (fp32, natural log). softmax_scale 0 = 1/sqrt(d).
 //   fmha::fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q,
 //                    int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end,
-//                    bool deterministic=False) -> (Tensor, Tensor)
+//                    bool deterministic=False, str bwd_algorithm="auto") -> (Tensor, Tensor)
 //     q [total_q, h, d], k and v [total_k, h_k, d] packed; cu_seqlens int32 [b + 1] contiguous on q's device;
 //     returns out [total_q, h, d] and lse [h, total_q].
-//   `deterministic` does not change the forward: it is the option of the backward that autograd runs for the call.
+//   `deterministic` and `bwd_algorithm` do not change the forward: they are the options of the backward that autograd
+//   runs for the call (a bad bwd_algorithm is refused by the forward already).
 // Errors: a bad argument raises ValueError (torch's TORCH_CHECK_VALUE) with fmha's message ("<argument>: expected
 // <expected>, got <actual>"); a valid request no kernel takes raises NotImplementedError (RuntimeError from the
 // Meta kernels, where fake tensors would take NotImplementedError for a missing kernel); a CUDA failure
 // RuntimeError. With symbolic shapes (torch.compile, dynamic=True) heads and head dim are specialised (guards), the
 // lengths and strides are checked where concrete.
 //   fmha::bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor? d_lse,
-//             float softmax_scale, bool causal, bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)
+//             float softmax_scale, bool causal, bool causal_q_end, bool deterministic, str algorithm="auto")
+//             -> (Tensor, Tensor, Tensor)
 //   fmha::bwd_varlen(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor? d_lse,
 //                    Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k,
-//                    float softmax_scale, bool causal, bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)
+//                    float softmax_scale, bool causal, bool causal_q_end, bool deterministic, str algorithm="auto")
+//                    -> (Tensor, Tensor, Tensor)
 //     the gradients dq, dk, dv (contiguous, shaped like q, k, v) of the forward call with the same arguments, given
 //     its out and lse, the gradient d_out of out and optionally the gradient d_lse of lse (fp32, lse's shape)
-//     (include/fmha/bwd.h); the workspace comes from torch's caching allocator. Autograd for fmha::fwd and fmha::fwd_varlen is registered in Python (python/fmha/__init__.py,
+//     (include/fmha/bwd.h); algorithm "auto" (fmha::BwdAlgorithm::kAuto: the library picks), "one_pass" or
+//     "two_pass" (fmha::BwdAlgorithm, include/fmha/bwd.h); the workspace comes from torch's caching allocator. Autograd for fmha::fwd and fmha::fwd_varlen is registered in Python (python/fmha/__init__.py,
 //     torch.library.register_autograd) on these operators.
 // Empty problems: no query rows give empty outputs; no keys give O = 0 and LSE = −inf (after the checks).
 // LSE is always computed (the kernel writes it at almost no cost; fmha.attention returns it on request).
@@ -64,6 +68,16 @@ void raise_if_error(const fmha::Status& s, bool meta = false) {
   if (!meta && (s.code() == fmha::StatusCode::kNotSupported || s.code() == fmha::StatusCode::kNotBuilt))
     TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
   TORCH_CHECK(false, msg);
+}
+
+/// The fmha::BwdAlgorithm named by `name` ("auto", "one_pass", "two_pass"); ValueError naming the argument otherwise.
+fmha::BwdAlgorithm algorithm_of(c10::string_view name) {
+  if (name == "auto") return fmha::BwdAlgorithm::kAuto;
+  if (name == "one_pass") return fmha::BwdAlgorithm::kOnePass;
+  if (name == "two_pass") return fmha::BwdAlgorithm::kTwoPass;
+  TORCH_CHECK_VALUE(false, "fmha: bwd_algorithm: expected 'auto', 'one_pass' or 'two_pass', got '", std::string(name),
+                    "'");
+  return fmha::BwdAlgorithm::kAuto;
 }
 
 /// PyTorch's name of a dtype ("torch.float32"), for messages.
@@ -206,7 +220,9 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
 }
 
 std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale,
-                                    bool causal, bool causal_q_end, bool /*deterministic: the backward's*/) {
+                                    bool causal, bool causal_q_end, bool /*deterministic: the backward's*/,
+                                    c10::string_view bwd_algorithm) {
+  (void)algorithm_of(bwd_algorithm);  // the backward's option, checked when the forward runs
   check_tensors("attention", q, k, v, 4, false);
   check_scale("attention", softmax_scale);
   const c10::cuda::CUDAGuard guard(q.device());
@@ -228,7 +244,9 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tens
 }
 
 std::tuple<Tensor, Tensor> fwd_meta(const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale,
-                                    bool causal, bool causal_q_end, bool /*deterministic: the backward's*/) {
+                                    bool causal, bool causal_q_end, bool /*deterministic: the backward's*/,
+                                    c10::string_view bwd_algorithm) {
+  (void)algorithm_of(bwd_algorithm);  // the backward's option, checked when the forward runs
   check_tensors("attention", q, k, v, 4, true);
   check_scale("attention", softmax_scale);
   bool ok = true;
@@ -313,7 +331,9 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
 
 std::tuple<Tensor, Tensor> fwd_varlen_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,
                                            const Tensor& cu_k, int64_t max_q, int64_t max_k, double softmax_scale,
-                                           bool causal, bool causal_q_end, bool /*deterministic: the backward's*/) {
+                                           bool causal, bool causal_q_end, bool /*deterministic: the backward's*/,
+                                    c10::string_view bwd_algorithm) {
+  (void)algorithm_of(bwd_algorithm);  // the backward's option, checked when the forward runs
   check_tensors("attention_varlen", q, k, v, 3, false);
   check_cu("cu_seqlens_q", cu_q, q, false);
   check_cu("cu_seqlens_k", cu_k, q, false);
@@ -340,7 +360,9 @@ std::tuple<Tensor, Tensor> fwd_varlen_cuda(const Tensor& q, const Tensor& k, con
 
 std::tuple<Tensor, Tensor> fwd_varlen_meta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,
                                            const Tensor& cu_k, int64_t max_q, int64_t max_k, double softmax_scale,
-                                           bool causal, bool causal_q_end, bool /*deterministic: the backward's*/) {
+                                           bool causal, bool causal_q_end, bool /*deterministic: the backward's*/,
+                                    c10::string_view bwd_algorithm) {
+  (void)algorithm_of(bwd_algorithm);  // the backward's option, checked when the forward runs
   check_tensors("attention_varlen", q, k, v, 3, true);
   check_cu("cu_seqlens_q", cu_q, q, true);
   check_cu("cu_seqlens_k", cu_k, q, true);
@@ -359,7 +381,7 @@ std::tuple<Tensor, Tensor> fwd_varlen_meta(const Tensor& q, const Tensor& k, con
 /// BwdParams of the backward of the forward call `f` (its q, k, v, out and lse), with the gradient d_out of out and
 /// the gradients dq, dk, dv allocated contiguous like q, k, v (dense [b, s, h, d] or packed [total, h, d]).
 fmha::BwdParams bwd_params(const fmha::FwdParams& f, const Tensor& d_out, void* dq, void* dk, void* dv,
-                           bool deterministic) {
+                           bool deterministic, fmha::BwdAlgorithm algorithm) {
   fmha::BwdParams p;
   p.dtype = f.dtype, p.batch = f.batch, p.heads_q = f.heads_q, p.heads_kv = f.heads_kv, p.head_dim = f.head_dim;
   p.seqlen_q = f.seqlen_q, p.seqlen_k = f.seqlen_k;
@@ -374,6 +396,7 @@ fmha::BwdParams bwd_params(const fmha::FwdParams& f, const Tensor& d_out, void* 
   p.dq = dq, p.dk = dk, p.dv = dv;
   p.mask = f.mask, p.causal_align = f.causal_align, p.softmax_scale = f.softmax_scale;
   p.deterministic = deterministic;
+  p.algorithm = algorithm;
   return p;
 }
 
@@ -403,14 +426,16 @@ void check_bwd_tensors(const char* op, const Tensor& d_out, const Tensor& q, con
 template <class MakeFwd>
 std::tuple<Tensor, Tensor, Tensor> bwd_gradients(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                                  const Tensor& out, const std::optional<Tensor>& d_lse,
-                                                 bool deterministic, MakeFwd make_fwd) {
+                                                 bool deterministic, c10::string_view algorithm,
+                                                 MakeFwd make_fwd) {
+  const fmha::BwdAlgorithm algo = algorithm_of(algorithm);
   const c10::cuda::CUDAGuard guard(q.device());
   Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options());
   Tensor dv = at::empty(v.sizes(), v.options());
   if (q.numel() == 0 || k.numel() == 0) return {dq.zero_(), dk.zero_(), dv.zero_()};
   const Tensor o = out.contiguous(), dout = d_out.contiguous();
   const fmha::FwdParams f = make_fwd(o);
-  fmha::BwdParams p = bwd_params(f, dout, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), deterministic);
+  fmha::BwdParams p = bwd_params(f, dout, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), deterministic, algo);
   const Tensor dlse = d_lse ? d_lse->contiguous() : Tensor();
   p.d_lse = dlse.defined() ? dlse.data_ptr<float>() : nullptr;
   const size_t bytes = fmha::bwd_workspace_size(p);
@@ -428,14 +453,15 @@ std::tuple<Tensor, Tensor, Tensor> gradient_shapes(const Tensor& q, const Tensor
 
 std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& out, const Tensor& lse, const std::optional<Tensor>& d_lse,
-                                            double softmax_scale, bool causal, bool causal_q_end, bool deterministic) {
+                                            double softmax_scale, bool causal, bool causal_q_end, bool deterministic,
+                                            c10::string_view algorithm) {
   check_tensors("attention backward", q, k, v, 4, false);
   check_bwd_tensors("attention backward", d_out, q, out, lse, d_lse);
   check_scale("attention backward", softmax_scale);
   TORCH_CHECK_VALUE(lse.dim() == 3 && lse.size(0) == q.size(0) && lse.size(1) == q.size(2) &&
                         lse.size(2) == q.size(1) && lse.is_contiguous(),
                     "fmha.attention backward: lse: expected a contiguous [b, h, s_q] tensor, got shape ", lse.sizes());
-  return bwd_gradients(d_out, q, k, v, out, d_lse, deterministic, [&](const Tensor& o) {
+  return bwd_gradients(d_out, q, k, v, out, d_lse, deterministic, algorithm, [&](const Tensor& o) {
     bool ok = true;
     return dense_params(q, k, v, &o, &lse, softmax_scale, causal, causal_q_end, ok);
   });
@@ -443,11 +469,12 @@ std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& d_out, const Tensor& q
 
 std::tuple<Tensor, Tensor, Tensor> bwd_meta(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& out, const Tensor& lse, const std::optional<Tensor>& d_lse,
-                                            double softmax_scale, bool causal, bool causal_q_end, bool deterministic) {
+                                            double softmax_scale, bool causal, bool causal_q_end, bool deterministic,
+                                            c10::string_view algorithm) {
   check_tensors("attention backward", q, k, v, 4, true);
   check_bwd_tensors("attention backward", d_out, q, out, lse, d_lse);
   check_scale("attention backward", softmax_scale);
-  (void)causal, (void)causal_q_end, (void)deterministic;
+  (void)causal, (void)causal_q_end, (void)deterministic, (void)algorithm_of(algorithm);
   return gradient_shapes(q, k, v);
 }
 
@@ -456,7 +483,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_cuda(const Tensor& d_out, const Te
                                                    const std::optional<Tensor>& d_lse, const Tensor& cu_q,
                                                    const Tensor& cu_k, int64_t max_q, int64_t max_k,
                                                    double softmax_scale, bool causal, bool causal_q_end,
-                                                   bool deterministic) {
+                                                   bool deterministic, c10::string_view algorithm) {
   check_tensors("attention_varlen backward", q, k, v, 3, false);
   check_bwd_tensors("attention_varlen backward", d_out, q, out, lse, d_lse);
   check_cu("cu_seqlens_q", cu_q, q, false);
@@ -465,7 +492,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_cuda(const Tensor& d_out, const Te
   TORCH_CHECK_VALUE(lse.dim() == 2 && lse.size(0) == q.size(1) && lse.size(1) == q.size(0) && lse.is_contiguous(),
                     "fmha.attention_varlen backward: lse: expected a contiguous [h, total_q] tensor, got shape ",
                     lse.sizes());
-  return bwd_gradients(d_out, q, k, v, out, d_lse, deterministic, [&](const Tensor& o) {
+  return bwd_gradients(d_out, q, k, v, out, d_lse, deterministic, algorithm, [&](const Tensor& o) {
     bool ok = true;
     return varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, &o, &lse, softmax_scale, causal, causal_q_end, ok);
   });
@@ -476,13 +503,13 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_meta(const Tensor& d_out, const Te
                                                    const std::optional<Tensor>& d_lse, const Tensor& cu_q,
                                                    const Tensor& cu_k, int64_t max_q, int64_t max_k,
                                                    double softmax_scale, bool causal, bool causal_q_end,
-                                                   bool deterministic) {
+                                                   bool deterministic, c10::string_view algorithm) {
   check_tensors("attention_varlen backward", q, k, v, 3, true);
   check_bwd_tensors("attention_varlen backward", d_out, q, out, lse, d_lse);
   check_cu("cu_seqlens_q", cu_q, q, true);
   check_cu("cu_seqlens_k", cu_k, q, true);
   check_scale("attention_varlen backward", softmax_scale);
-  (void)max_q, (void)max_k, (void)causal, (void)causal_q_end, (void)deterministic;
+  (void)max_q, (void)max_k, (void)causal, (void)causal_q_end, (void)deterministic, (void)algorithm_of(algorithm);
   return gradient_shapes(q, k, v);
 }
 
@@ -491,18 +518,18 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_meta(const Tensor& d_out, const Te
 TORCH_LIBRARY(fmha, m) {
   m.def(
       "fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end, "
-      "bool deterministic=False) -> (Tensor, Tensor)");
+      "bool deterministic=False, str bwd_algorithm='auto') -> (Tensor, Tensor)");
   m.def(
       "fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, "
-      "int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end, bool deterministic=False) -> "
-      "(Tensor, Tensor)");
+      "int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end, bool deterministic=False, "
+      "str bwd_algorithm='auto') -> (Tensor, Tensor)");
   m.def(
       "bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor? d_lse, float softmax_scale, "
-      "bool causal, bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)");
+      "bool causal, bool causal_q_end, bool deterministic, str algorithm='auto') -> (Tensor, Tensor, Tensor)");
   m.def(
       "bwd_varlen(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor? d_lse, "
       "Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, "
-      "bool causal_q_end, bool deterministic) -> (Tensor, Tensor, Tensor)");
+      "bool causal_q_end, bool deterministic, str algorithm='auto') -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(fmha, CUDA, m) {

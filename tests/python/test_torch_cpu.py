@@ -22,15 +22,15 @@ class Schemas(unittest.TestCase):
     def test_schemas(self):
         self.assertEqual(str(torch.ops.fmha.fwd.default._schema),
                          "fmha::fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, bool causal_q_end, "
-                         "bool deterministic=False) -> (Tensor, Tensor)")
+                         "bool deterministic=False, str bwd_algorithm=\"auto\") -> (Tensor, Tensor)")
         self.assertEqual(str(torch.ops.fmha.fwd_varlen.default._schema),
                          "fmha::fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
                          "int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, bool causal_q_end, "
-                         "bool deterministic=False) -> (Tensor, Tensor)")
+                         "bool deterministic=False, str bwd_algorithm=\"auto\") -> (Tensor, Tensor)")
         self.assertEqual(str(torch.ops.fmha.bwd.default._schema),
                          "fmha::bwd(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
-                         "Tensor? d_lse, float softmax_scale, bool causal, bool causal_q_end, bool deterministic) -> "
-                         "(Tensor, Tensor, Tensor)")
+                         "Tensor? d_lse, float softmax_scale, bool causal, bool causal_q_end, bool deterministic, "
+                         "str algorithm=\"auto\") -> (Tensor, Tensor, Tensor)")
 
 
 class MetaShapes(unittest.TestCase):
@@ -71,6 +71,18 @@ class Errors(unittest.TestCase):
                    f32, f32, f32)
         self.check(ValueError, "k.dtype, v.dtype: expected q's dtype", fmha.attention, meta(1, 8, 2, 64),
                    meta(1, 8, 2, 64, dtype=FP16), meta(1, 8, 2, 64))
+
+    def test_bwd_algorithm(self):
+        x = meta(1, 8, 2, 64)
+        msg = "bwd_algorithm: expected 'auto', 'one_pass' or 'two_pass', got 'three_pass'"
+        self.check(ValueError, msg, fmha.attention, x, x, x, bwd_algorithm="three_pass")
+        self.check(ValueError, msg, torch.ops.fmha.fwd, x, x, x, 0.0, False, True, False, "three_pass")
+        out, lse = torch.ops.fmha.fwd(x, x, x, 0.0, False, True, False, "two_pass")
+        self.check(ValueError, msg, torch.ops.fmha.bwd, x, x, x, x, out, lse, None, 0.0, False, True, False,
+                   "three_pass")
+        for name in ("auto", "one_pass", "two_pass"):
+            dq, dk, dv = torch.ops.fmha.bwd(x, x, x, x, out, lse, None, 0.0, False, True, False, name)
+            self.assertEqual(dq.shape, x.shape)
 
     def test_cpu_tensors(self):
         x = torch.zeros(1, 8, 2, 64, dtype=BF16)

@@ -5,7 +5,8 @@ sequences; torch.library.opcheck on CUDA tensors; torch.compile(fullgraph=True) 
 CUDA graphs; LSE against fp64 logsumexp; autograd (class Backward): dQ, dK, dV against fp64 autograd of the math
 attention within k = 3 times the error of torch's own low-precision gradients (plus the same floor), dense, GQA,
 both causal alignments, varlen, the deterministic option bit for bit, opcheck of the backward operators,
-torch.compile of a training step, a loss that uses the returned LSE. Exits 77 (skipped) without a usable GPU.
+torch.compile of a training step, a loss that uses the returned LSE; fmha.combine (class Combine); the ring attention
+of fmha.distributed simulated on one GPU (class Ring). Exits 77 (skipped) without a usable GPU.
 
 Run: PYTHONPATH=<build>/python:<torch> python3 tests/python/test_torch_gpu.py -v
 """
@@ -256,13 +257,25 @@ class Backward(unittest.TestCase):
             oq, ok = oq + sq, ok + sk
 
     def test_deterministic_bitwise(self):
+        # "auto" takes two passes for deterministic calls; the ordered one pass and plain two passes are repeatable
+        # too, and every algorithm agrees with the others within rounding.
         q, k, v, d_out = rand(2, 700, 8, 128), rand(2, 700, 2, 128), rand(2, 700, 2, 128), rand(2, 700, 8, 128)
-        f = lambda a, b, c: fmha.attention(a, b, c, causal=True, deterministic=True)  # noqa: E731
-        first = grads(f, (q, k, v), d_out)
-        for _ in range(20):
-            again = grads(f, (q, k, v), d_out)
-            for a, b in zip(first, again):
-                self.assertTrue(torch.equal(a, b))
+        results = {}
+        for det, algo in ((True, "auto"), (True, "one_pass"), (False, "two_pass")):
+            f = lambda a, b, c: fmha.attention(a, b, c, causal=True, deterministic=det,  # noqa: E731
+                                               bwd_algorithm=algo)
+            first = grads(f, (q, k, v), d_out)
+            for _ in range(10):
+                again = grads(f, (q, k, v), d_out)
+                for a, b in zip(first, again):
+                    self.assertTrue(torch.equal(a, b), algo)
+            results[algo] = first
+        plain = grads(lambda a, b, c: fmha.attention(a, b, c, causal=True, bwd_algorithm="one_pass"), (q, k, v),
+                      d_out)
+        for algo, got in results.items():
+            for name, g, r in zip(("dq", "dk", "dv"), got, plain):
+                err = (g.float() - r.float()).abs().max().item()
+                self.assertLessEqual(err, 0.02 * max(1.0, r.float().abs().max().item()), f"{algo} {name}")
 
     def test_opcheck_backward(self):
         q, k = rand(2, 128, 4, 64), rand(2, 200, 2, 64)
@@ -451,6 +464,91 @@ class Decode(unittest.TestCase):
             fmha.decode(q, kc, kc.clone(), torch.zeros(2, device="cuda", dtype=torch.int32),
                         plan=fmha.DecodePlan(max_seqlen_k=65))
         self.assertIn("max_seqlen_k", str(cm.exception))
+
+
+class Combine(unittest.TestCase):
+    """fmha.combine against an fp64 merge: empty parts (LSE = -inf, NaN outputs) contribute 0, all-empty rows give
+    O = 0 and LSE = -inf; output dtypes fp32 and bf16."""
+
+    def test_values(self):
+        g = torch.Generator(device="cuda").manual_seed(3)
+        o = torch.randn(3, 2, 37, 4, 72, device="cuda", generator=g)
+        lse = torch.randn(3, 2, 37, 4, device="cuda", generator=g) * 5
+        lse[1, 0] = -math.inf
+        o[1, 0] = math.nan  # never read
+        lse[:, 1, 5] = -math.inf  # a row no part reaches
+        o[:, 1, 5] = math.nan
+        ref_lse = torch.logsumexp(lse.double(), 0)
+        w = torch.exp(lse.double() - ref_lse).nan_to_num(0.0)[..., None]
+        ref = torch.where(w > 0, w * o.double(), torch.zeros_like(w)).sum(0)
+        for dt, tol in ((torch.float32, 1e-5), (BF16, 1e-2)):
+            out, got_lse = fmha.combine(o, lse, out_dtype=dt)
+            self.assertEqual((out.dtype, out.shape), (dt, torch.Size([2, 37, 4, 72])))
+            self.assertLess((out.double() - ref).abs().max().item(), tol)
+            self.assertTrue(torch.equal(got_lse[1, 5], torch.full_like(got_lse[1, 5], -math.inf)))
+            self.assertTrue(torch.equal(out[1, 5].float(), torch.zeros_like(out[1, 5].float())))
+            fin = ref_lse.isfinite()
+            self.assertLess((got_lse.double() - ref_lse)[fin].abs().max().item(), 1e-5)
+
+    def test_errors(self):
+        o, lse = torch.zeros(2, 8, 16, device="cuda"), torch.zeros(2, 8, device="cuda")
+        with self.assertRaises(ValueError) as cm:
+            fmha.combine(o.half(), lse)
+        self.assertIn("out_parts.dtype, lse_parts.dtype: expected torch.float32", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            fmha.combine(o, lse[:, :7])
+        self.assertIn("lse_parts.shape: expected out_parts.shape[:-1]", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            fmha.combine(o.transpose(0, 1), lse.t())
+        self.assertIn("expected contiguous tensors", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            fmha.combine(torch.zeros(2, 8, 600, device="cuda"), lse)
+        self.assertIn("head_dim: expected 1 ... 512, got 600", str(cm.exception))
+
+
+class Ring(unittest.TestCase):
+    """fmha.distributed's ring attention simulated in one process (1, 2, 4, 8 ranks; zigzag when causal; GQA) with
+    fmha's kernels: the output and the gradients against fp64 autograd of the whole sequence, within twice the error
+    of fmha.attention on the whole sequence plus a floor; deterministic gradients bit for bit over repeated runs."""
+
+    def test_against_the_whole_sequence(self):
+        import fmha.distributed as fd
+        b, s, h, hk, d = 2, 1024, 8, 2, 128
+        q, k, v, d_out = rand(b, s, h, d), rand(b, s, hk, d), rand(b, s, hk, d), rand(b, s, h, d)
+        for causal in (False, True):
+            ref = grads(lambda a, c, e: reference(a, c, e, causal, True)[0],
+                        (q.double(), k.double(), v.double()), d_out.double())
+            ref_out = reference(q, k, v, causal, True)[0]
+            whole = grads(lambda a, c, e: fmha.attention(a, c, e, causal=causal), (q, k, v), d_out)
+            whole_out = fmha.attention(q, k, v, causal=causal)
+            for world in (1, 2, 4, 8):
+                with self.subTest(causal=causal, world=world):
+                    parts = [[p.detach().clone().requires_grad_() for p in fd.split(x, world, causal)]
+                             for x in (q, k, v)]
+                    outs = fd.ring_attention_simulated(*parts, causal=causal)
+                    out = fd.merge(outs, causal)
+                    got = torch.autograd.grad(outs, [p for ps in parts for p in ps], fd.split(d_out, world, causal))
+                    pairs = [("out", out, whole_out, ref_out)]
+                    for i, name in enumerate(("dq", "dk", "dv")):
+                        pairs.append((name, fd.merge(got[i * world:(i + 1) * world], causal), whole[i], ref[i]))
+                    for name, g, w, r in pairs:
+                        r = r.double()
+                        bound = 2 * (w.double() - r).abs().max().item() + 2 ** -8 * max(1.0, r.abs().max().item())
+                        self.assertLessEqual((g.double() - r).abs().max().item(), bound, name)
+
+    def test_deterministic(self):
+        import fmha.distributed as fd
+        q, k, v, d_out = rand(1, 512, 4, 64), rand(1, 512, 4, 64), rand(1, 512, 4, 64), rand(1, 512, 4, 64)
+
+        def run():
+            parts = [[p.detach().clone().requires_grad_() for p in fd.zigzag_split(x, 4)] for x in (q, k, v)]
+            outs = fd.ring_attention_simulated(*parts, causal=True, deterministic=True)
+            return [o.detach() for o in outs] + list(torch.autograd.grad(outs, [p for ps in parts for p in ps],
+                                                                          fd.zigzag_split(d_out, 4)))
+        first = run()
+        for _ in range(3):
+            for a, b in zip(first, run()):
+                self.assertTrue(torch.equal(a, b))
 
 
 if __name__ == "__main__":
