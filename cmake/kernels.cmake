@@ -118,6 +118,8 @@ if(FMHA_KERNEL_SOURCES)
   enable_language(CUDA)
   # Kernels shared by the families, outside the per-(op, dtype, head dim) units: the split-KV combine.
   target_sources(fmha PRIVATE ${PROJECT_SOURCE_DIR}/src/kernels/device/combine.cu)
+  # src/api/combine.cpp: the combine kernel is linked (a build without kernels returns kNotBuilt there).
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/src/api/combine.cpp PROPERTIES COMPILE_DEFINITIONS FMHA_WITH_KERNELS=1)
   if(NOT EXISTS ${CUTLASS_DIR}/include/cutlass/cutlass.h)
     message(FATAL_ERROR "CUTLASS_DIR=${CUTLASS_DIR} holds no include/cutlass/cutlass.h: run scripts/setup.sh, which "
                         "installs nvidia-cutlass==4.2.0.0 there, or pass -DCUTLASS_DIR=<root of the C++ tree>")

@@ -24,7 +24,8 @@ if(NOT FMHA_TORCH STREQUAL "OFF")
     # What the Python tests put on PYTHONPATH: the staged package and the folder holding torch.
     get_filename_component(torch_parent "${torch_dir}" DIRECTORY)
     set(FMHA_PYTHONPATH "${PROJECT_BINARY_DIR}/python:${torch_parent}")
-    add_library(fmha_torch MODULE ${PROJECT_SOURCE_DIR}/src/torch/ops.cpp ${PROJECT_SOURCE_DIR}/src/torch/decode_ops.cpp)
+    add_library(fmha_torch MODULE ${PROJECT_SOURCE_DIR}/src/torch/ops.cpp ${PROJECT_SOURCE_DIR}/src/torch/decode_ops.cpp
+                ${PROJECT_SOURCE_DIR}/src/torch/combine_ops.cpp)
     target_include_directories(fmha_torch SYSTEM PRIVATE ${torch_dir}/include
                                ${torch_dir}/include/torch/csrc/api/include)
     # torch's libraries are already loaded (import torch) when the extension loads: no rpath to them.

@@ -42,9 +42,9 @@ inline FwdParams dense_fwd_params(void* buf, int batch, int heads_q, int heads_k
 
 /// The status of a valid call on host buffers (fwd, bwd, …), whatever the machine: kNotBuilt without kernels;
 /// without a GPU (or driver) kNotSupported naming the device and the failed CUDA call; on a GPU of another
-/// architecture kNotSupported naming its compute capability; on a Hopper GPU the host pointer `q` refused before any
-/// launch.
-inline void expect_host_buffers_refused(const Status& s) {
+/// architecture kNotSupported naming its compute capability; on a Hopper GPU the first host pointer (`first_pointer`)
+/// refused before any launch.
+inline void expect_host_buffers_refused(const Status& s, const std::string& first_pointer = "q") {
   if (std::string(detail::kernel_set()) == "none") {  // no kernels built: refused before any device query
     EXPECT_EQ(s.code(), StatusCode::kNotBuilt) << s.message();
     return;
@@ -56,7 +56,7 @@ inline void expect_host_buffers_refused(const Status& s) {
   cudaGetLastError();
   if (gpu && major == 9) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-    EXPECT_EQ(s.message(), "q: expected device-accessible memory, got a host pointer");
+    EXPECT_EQ(s.message(), first_pointer + ": expected device-accessible memory, got a host pointer");
   } else if (gpu) {  // a GPU of another architecture
     EXPECT_EQ(s.code(), StatusCode::kNotSupported) << s.message();
     EXPECT_EQ(s.message().rfind("device: expected compute capability 9.x (sm_90a), got ", 0), 0u) << s.message();

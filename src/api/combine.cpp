@@ -1,0 +1,56 @@
+// The public merge of partial attention results (include/fmha/combine.h): argument checks on the host, then the
+// split-KV combine kernel shared with decode (api/combine.h, kernels/device/combine.cu).
+#include "fmha/combine.h"
+
+#include <cstdint>
+#include <string>
+
+#include "api/combine.h"
+#include "api/host.h"
+
+namespace fmha {
+
+Status combine(const CombineParams& p, cudaStream_t stream) {
+  const auto str = [](int64_t x) { return std::to_string(x); };
+  if (p.splits < 1) return detail::invalid_arg("splits", ">= 1", str(p.splits));
+  if (p.rows < 0) return detail::invalid_arg("rows", ">= 0", str(p.rows));
+  if (p.head_dim < 1 || p.head_dim > 512) return detail::invalid_arg("head_dim", "1 ... 512", str(p.head_dim));
+  const int64_t row_stride = p.o_row_stride != 0 ? p.o_row_stride : p.head_dim;
+  if (row_stride < p.head_dim)
+    return detail::invalid_arg("o_row_stride", "0 (= head_dim) or >= head_dim = " + str(p.head_dim), str(row_stride));
+  if (p.o_dtype != DType::kFP32 && p.o_dtype != DType::kFP16 && p.o_dtype != DType::kBF16)
+    return detail::invalid_arg("o_dtype", "fp16, bf16 or fp32", to_string(p.o_dtype));
+  if (int64_t(p.splits) * p.rows > INT32_MAX)
+    return detail::invalid_arg("splits × rows", "<= 2^31 - 1", str(int64_t(p.splits) * p.rows));
+  if (p.rows == 0) return Status::ok();
+  const std::pair<const char*, const void*> ptrs[] = {{"o_parts", p.o_parts}, {"lse_parts", p.lse_parts}, {"o", p.o}};
+  for (const auto& [name, ptr] : ptrs)
+    if (ptr == nullptr) return detail::invalid_arg(name, "a device pointer", "null");
+  if ((reinterpret_cast<uintptr_t>(p.o_parts) & 15u) != 0)
+    return detail::invalid_arg("o_parts", "a 16-byte aligned address",
+                               "an address ending in " + detail::low_hex(p.o_parts, 15u));
+  const unsigned o_mask = unsigned(dtype_size(p.o_dtype)) - 1u;
+  if ((reinterpret_cast<uintptr_t>(p.o) & o_mask) != 0)
+    return detail::invalid_arg("o", "an address aligned to its element", "an address ending in " + detail::low_hex(p.o, o_mask));
+  if ((reinterpret_cast<uintptr_t>(p.lse_parts) & 3u) != 0 || (reinterpret_cast<uintptr_t>(p.lse) & 3u) != 0)
+    return detail::invalid_arg("lse_parts, lse", "4-byte aligned addresses", "a misaligned address");
+#ifdef FMHA_WITH_KERNELS
+  detail::DeviceInfo dev;
+  if (Status s = detail::current_sm90_device(&dev); !s) return s;
+  if (Status s = detail::check_device_pointers(
+          {{"o_parts", p.o_parts}, {"lse_parts", p.lse_parts}, {"o", p.o}, {"lse", p.lse}});
+      !s)
+    return s;
+  detail::CombineArgs a;
+  a.splits = p.splits, a.rows = p.rows, a.tokens = 1, a.heads = 1, a.head_dim = p.head_dim;
+  a.o_parts = p.o_parts, a.lse_parts = p.lse_parts, a.o = p.o, a.o_dtype = p.o_dtype;
+  a.o_batch_stride = row_stride, a.o_token_stride = 0, a.o_head_stride = 0;
+  a.lse = p.lse;
+  return detail::combine_partials(a, stream);
+#else
+  (void)stream;
+  return Status(StatusCode::kNotBuilt, "combine: this build has no kernels (FMHA_KERNELS empty)");
+#endif
+}
+
+}  // namespace fmha
