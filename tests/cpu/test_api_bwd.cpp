@@ -110,7 +110,8 @@ TEST(ApiBwd, UnsupportedShapesAreNotSupported) {
 }
 
 TEST(ApiBwd, WorkspaceSize) {
-  auto p = base();  // dense: 2 entries × ceil(300 / 64) · 64 = 640 rows (a multiple of 128), 8 heads, head dim 128
+  auto p = base();
+  p.algorithm = fmha::BwdAlgorithm::kOnePass;  // dense: 2 entries × ceil(300 / 64) · 64 = 640 rows (a multiple of 128), 8 heads, head dim 128
   const size_t rows = 2 * 320, heads = 8;
   const size_t one_pass = 2 * 4 * heads * rows + 4 * heads * rows * 128;
   EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass);
@@ -121,7 +122,9 @@ TEST(ApiBwd, WorkspaceSize) {
   EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
   p.algorithm = fmha::BwdAlgorithm::kAuto;  // deterministic: two passes
   EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
-  p = base(), p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(buf), p.total_q = 900, p.total_k = 1000;
+  p.deterministic = false, p.mask = fmha::MaskType::kCausal;  // causal: one pass
+  EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass);
+  p = base(), p.algorithm = fmha::BwdAlgorithm::kOnePass, p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(buf), p.total_q = 900, p.total_k = 1000;
   // varlen: 900 + 64 · 2 = 1028 rows, rounded up to 1152
   EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * 1152 + 4 * heads * 1152 * 128);
   p = base(), p.seqlen_q = 0;
@@ -148,11 +151,15 @@ TEST(ApiBwd, RunChecksTheWorkspaceThenTheDevice) {
   }
 }
 
-/// What kAuto (the default) runs: two passes for deterministic calls, one pass otherwise and past the two-pass
-/// grid bound; an explicit choice is kept.
+/// What kAuto (the default) runs: two passes for deterministic calls and masks other than causal, one pass for
+/// causal calls and past the two-pass grid bound; an explicit choice is kept.
 TEST(ApiBwd, AutoResolvesFromTheOptions) {
   auto p = base();
   EXPECT_EQ(p.algorithm, fmha::BwdAlgorithm::kAuto);
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);  // no mask
+  p.mask = fmha::MaskType::kResidual;
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);
+  p.mask = fmha::MaskType::kCausal;
   EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
   p.deterministic = true;
   EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);
