@@ -223,16 +223,15 @@ class _ProcessGroupRing:
         self.host = dist.get_backend(group) == "gloo"
 
     def drive(self, gen):
-        reply, pending = None, {}
+        reply, pending, n_sent = None, {}, 0
         while True:
             try:
                 kind, arg = gen.send(reply)
             except StopIteration as stop:
                 return stop.value
             if kind == "send":
-                key = len(pending)
-                pending[key] = self._start(arg)
-                reply = key
+                pending[n_sent] = self._start(arg)
+                reply, n_sent = n_sent, n_sent + 1
             else:
                 reply = self._finish(*pending.pop(arg))
 

@@ -1,15 +1,21 @@
 """The ring attention of fmha.distributed without a GPU: its bookkeeping (the zigzag split, which block each rank
 attends at each step, the LSE merge, the dQ sums and the dK / dV accumulators that travel around the ring) with
 fp64 reference kernels in place of fmha's (fmha.distributed._kernels), in the simulated ring of 1, 2, 3, 4 and 8
-ranks, against fp64 autograd of the whole sequence's attention. The same tests on the GPU with fmha's kernels are in
+ranks, against fp64 autograd of the whole sequence's attention; and the process-group driver itself: 2 and 4 CPU
+processes over gloo, each rank's output and gradients bit for bit equal to the simulated ring's. The same tests on the GPU with fmha's kernels are in
 tests/python/test_torch_gpu.py (class Ring).
 
 Run: PYTHONPATH=<build>/python:<torch> python3 -m unittest tests/python/test_ring_cpu.py
 """
+import datetime
 import math
+import os
+import tempfile
 import unittest
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 import fmha.distributed as dist_attn
 
@@ -99,6 +105,42 @@ class SimulatedRing(unittest.TestCase):
     def test_scale_and_mqa(self):
         self.check(4, True, hk=1, scale=0.3)
         self.check(2, False, h=3, hk=3, scale=0.05)
+
+
+def _gloo_rank(rank, world, init_file, failures):
+    dist_attn._kernels = RefKernels()
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))  # a protocol error fails instead of hanging
+    try:
+        for causal in (False, True):
+            g = torch.Generator().manual_seed(7 + causal)
+            q, k, v, d_out = (torch.randn(2, 8 * world, x, 16, generator=g, dtype=torch.float64) for x in (4, 2, 2, 4))
+            parts = [dist_attn.split(x, world, causal) for x in (q, k, v, d_out)]
+            sim_in = [[p.clone().requires_grad_() for p in ps] for ps in parts[:3]]
+            sim_out = dist_attn.ring_attention_simulated(*sim_in, causal=causal)
+            sim_all = torch.autograd.grad(sim_out, [p for ps in sim_in for p in ps], parts[3])
+            mine = [ps[rank].clone().requires_grad_() for ps in parts[:3]]
+            out = dist_attn.ring_attention(*mine, causal=causal)
+            got = (out,) + torch.autograd.grad(out, mine, parts[3][rank])
+            want = (sim_out[rank],) + tuple(sim_all[i * world + rank] for i in range(3))
+            for name, a, e in zip(("out", "dq", "dk", "dv"), got, want):
+                if not torch.equal(a, e):
+                    failures.put(f"world {world} rank {rank} causal {causal}: {name} differs from the simulated ring")
+    finally:
+        dist.destroy_process_group()
+
+
+class ProcessGroupRing(unittest.TestCase):
+    def test_gloo_processes(self):
+        for world in (2, 4):
+            with tempfile.TemporaryDirectory() as tmp:
+                ctx = mp.get_context("spawn")
+                failures = ctx.Queue()
+                mp.spawn(_gloo_rank, args=(world, os.path.join(tmp, "init"), failures), nprocs=world)
+                msgs = []
+                while not failures.empty():
+                    msgs.append(failures.get())
+                self.assertEqual(msgs, [])
 
 
 class Layout(unittest.TestCase):

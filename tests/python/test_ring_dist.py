@@ -37,7 +37,9 @@ def rank_main(rank, world, backend, init_file, failures):
             # The simulated ring over every rank's slice (the expected values).
             sim_in = [[p.clone().requires_grad_() for p in ps] for ps in parts[:3]]
             sim_out = fd.ring_attention_simulated(*sim_in, causal=causal, deterministic=True)
-            sim_grads = torch.autograd.grad(sim_out, [p[rank] for p in sim_in], parts[3][rank])
+            # Every rank's loss Σ out_r · d_out_r reaches this rank's slices: the gradient of the sum over ranks.
+            sim_all = torch.autograd.grad(sim_out, [p for ps in sim_in for p in ps], parts[3])
+            sim_grads = tuple(sim_all[i * world + rank] for i in range(3))
             # The real ring: this rank's slice only.
             mine = [ps[rank].clone().requires_grad_() for ps in parts[:3]]
             out = fd.ring_attention(*mine, causal=causal, deterministic=True)
