@@ -106,6 +106,12 @@ std::vector<DecodeCase> cases() {
     v.push_back(c);
   }
   {
+    // Pages of 64 keys at head dim 64 (two 64-key boxes per key block), with remap, splits and an append.
+    DecodeCase c = make("paged64_fp16_d64", fp, 3, 16, 2, 64, 3, {650, 1, 130}, 704, true, true, 3);
+    c.page_size = 64, c.extra_slots = 1;
+    v.push_back(c);
+  }
+  {
     // Out-of-range device values are clamped: lengths past the capacity to it, negative ones to 0, slots to
     // [0, slots) (cache-only; slots 3): the result is the reference's with the clamped values.
     DecodeCase c = make("clamped_device_values_bf16", bf, 3, 8, 2, 128, 2, {384, 0, 10}, 384, false, true);

@@ -143,6 +143,10 @@ template <class Element, int HeadDim>
 Status decode_launch(const DecodeParams& a, const DecodePlan& plan, void* workspace, cudaStream_t stream) {
   using Config = kernel::DecodeConfig<Element, HeadDim>;
   if (!a.page_table) return decode_run<Config, false>(a, plan, workspace, stream);
+  // Pages of a multiple of 64 keys: two boxes of 64 keys per 128-key block (eight of 16 cost the one producer
+  // thread 8 table reads and 16 TMA issues per K or V block).
+  if (a.page_size % 64 == 0)
+    return decode_run<kernel::DecodeConfig<Element, HeadDim, 64>, true>(a, plan, workspace, stream);
   if (a.page_size % Config::kPageBoxRows == 0) return decode_run<Config, true>(a, plan, workspace, stream);
   // Pages that are not a whole number of 16-key boxes: boxes of one key (any page size).
   return decode_run<kernel::DecodeConfig<Element, HeadDim, 1>, true>(a, plan, workspace, stream);

@@ -25,8 +25,9 @@ namespace fmha::kernel {
 constexpr int kDecodeBlockM = 64;
 
 /// The decode kernels' configuration: the forward's with one consumer warpgroup, plus the TMA box of paged caches
-/// (PagedKVSource): PageBoxRows keys, the first PageBoxRows rows of a K/V stage's layout. Boxes of 16 keys serve
-/// pages that are a multiple of 16 keys; boxes of one key serve every other page size.
+/// (PagedKVSource): PageBoxRows keys, the first PageBoxRows rows of a K/V stage's layout. Boxes of 64 keys serve
+/// pages that are a multiple of 64 keys, boxes of 16 keys other multiples of 16; boxes of one key serve every other
+/// page size.
 template <class Element_, int HeadDim, int PageBoxRows = 16>
 struct DecodeConfig : FwdConfig<Element_, HeadDim, kDecodeBlockM> {
   using Base = FwdConfig<Element_, HeadDim, kDecodeBlockM>;
