@@ -5,7 +5,7 @@ feature, FlashAttention-3's backward (flash_attn_interface._flash_attn_backward)
 same inputs, each given its own forward's output and LSE.
 
 Rows: d 64 and 128, non-causal and causal, seqlen 1k … 16k at 16k tokens (batch = 16384 / seqlen), heads = 2048 / d;
-bf16 (and fp16 with --dtypes bf16,fp16; FA3 only where it was built for that dtype). TFLOPS = 2.5 × the forward's
+bf16 (and fp16 with --dtypes bf16,fp16; FA3 only for --fa3-dtypes, the dtypes it was built for: bf16 by default). TFLOPS = 2.5 × the forward's
 4 · b · h · s_q · s_k · d (half of it causal) over the median time (bench_fwd.time_interleaved: backends interleaved
 loop by loop, ~20 ms loops). "n/a" where a backend refuses a shape. Beside the timing, every row checks fmha's dQ,
 dK, dV against cuDNN's (max |difference|).
@@ -90,6 +90,8 @@ def main():
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--seqlens", default="1024,2048,4096,8192,16384")
     ap.add_argument("--deterministic", action="store_true", help="fmha's (and FA3's) deterministic backward")
+    ap.add_argument("--fa3-dtypes", default="bf16",
+                    help="dtypes FA3 was built for (its build without the fp16 feature crashes on fp16 inputs)")
     ap.add_argument("--variants", default="", help="extra fmha columns: 1p, 2p, det, det1p")
     ap.add_argument("--plot", metavar="OUT.png")
     args = ap.parse_args()
@@ -132,7 +134,7 @@ def main():
                         def cudnn(ot=ot, qt=qt, kt=kt, vt=vt, dot=dot):
                             return torch.autograd.grad(ot, (qt, kt, vt), dot, retain_graph=True)
                         fns["cudnn"] = cudnn
-                    if fa3 is not None:
+                    if fa3 is not None and dname in args.fa3_dtypes.split(","):
                         fa3_fwd, fa3_bwd = fa3
                         try:
                             o3, lse3 = fa3_fwd(q, k, v, causal=causal, return_attn_probs=True)[:2]
@@ -165,6 +167,7 @@ def main():
                         if f"fmha_{name}_ms" in row and "fmha_ms" in row:
                             row[f"fmha_{name}_vs_default"] = row["fmha_ms"] / row[f"fmha_{name}_ms"]
                     rows.append(row)
+                    print("# row " + json.dumps(row), flush=True)  # kept if a later row fails
                     del q, k, v, dout, out, lse, fns
                     torch.cuda.empty_cache()
     print("TFLOPS (backward = 2.5 x forward FLOPs); ratio = fmha / peer")
