@@ -229,7 +229,7 @@ def decode(q, k_cache, v_cache, seqlens_k, *, page_table=None, cache_batch_idx=N
     Args:
       q: ``[b, n, h, d]`` float16 or bfloat16 on a CUDA device (sm_90), ``1 <= n <= 16``.
       k_cache, v_cache: contiguous ``[slots, capacity, h_k, d]``, or with ``page_table`` paged
-        ``[num_pages, page_size, h_k, d]`` (any ``page_size`` ≥ 1; multiples of 16 are fastest); q's dtype; modified in place when
+        ``[num_pages, page_size, h_k, d]`` (any ``page_size`` ≥ 1; multiples of 64 are fastest); q's dtype; modified in place when
         ``k_new`` is given.
       seqlens_k: int32 ``[b]`` on q's device: tokens already in each sequence's cache before this call.
       page_table: int32 ``[rows, pages_per_seq]``: row ``c`` lists the pages of slot ``c``.
