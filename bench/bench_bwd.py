@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Backward benchmark: fmha's backward (torch.ops.fmha.bwd: pre-pass, main kernel, convert) against cuDNN (PyTorch
-SDPA pinned to the cuDNN backend, its backward through torch.autograd.grad) and, where it is built with its bwd
+"""Backward benchmark: fmha's backward (torch.ops.fmha.bwd, the algorithm kAuto picks: one pass or two) against
+cuDNN (PyTorch SDPA pinned to the cuDNN backend, its backward through torch.autograd.grad) and, where it is built with its bwd
 feature, FlashAttention-3's backward (flash_attn_interface._flash_attn_backward), side by side in one process on the
 same inputs, each given its own forward's output and LSE.
 

@@ -28,9 +28,9 @@ namespace fmha {
 ///    (device int[batch], optional; default slot b: the seed's --remap); `slots` bounds the slot index.
 ///  * KV cache, paged (page_table set): k_cache, v_cache [num_pages][page_size][heads_kv][head_dim] (slot stride =
 ///    page stride); key j of entry b lives in page page_table[c · page_table_stride + j / page_size], row
-///    j % page_size, where c = cache_batch_idx[b] (or b). Any page_size ≥ 1: pages of a multiple of 16 keys are read
-///    in TMA boxes of 16 keys, other sizes in boxes of one key (slower: one table read per key and one TMA per key
-///    and 64 columns of the head dim).
+///    j % page_size, where c = cache_batch_idx[b] (or b). Any page_size ≥ 1: pages of a multiple of 64 keys are read
+///    in TMA boxes of 64 keys (as fast as a contiguous cache), other multiples of 16 in boxes of 16 keys, other sizes
+///    in boxes of one key (slower: one table read per key and one TMA per key and 64 columns of the head dim).
 ///  * k_new, v_new (optional, both or neither: the append): [batch][new_tokens][heads_kv][head_dim]. Before the
 ///    attention they are written into the cache at positions seqlens_k[b] … seqlens_k[b] + n − 1 of entry b (in
 ///    place: the caches are outputs then), in a separate kernel on the same stream, so no CTA of the attention reads
