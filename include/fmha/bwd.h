@@ -97,9 +97,9 @@ Status bwd_validate(const BwdParams& p);
 /// The algorithm bwd runs for `p`: p.algorithm unless it is kAuto, which picks from the shape and the options
 /// (no device, no pointers; docs/bwd.md gives the rule and the H200 measurements behind it): two passes for
 /// `deterministic` calls (repeatable by construction and faster than the ordered one-pass accumulation) and for
-/// masks other than causal (faster there), one pass for causal calls and wherever the two-pass dQ grid would exceed
-/// its bound (batch × heads_q × ceil(seqlen_q / 128) >
-/// 2^30). Other values are returned as they are (bwd_validate names a bad one).
+/// masks other than causal (faster there), one pass for causal calls, for head dims above 128 and wherever the
+/// two-pass dQ grid would exceed its bound (batch × heads_q × ceil(seqlen_q / 128) > 2^30). Other values are
+/// returned as they are (bwd_validate names a bad one).
 BwdAlgorithm bwd_resolve_algorithm(const BwdParams& p);
 
 /// Bytes of workspace bwd needs for `p`, at most a few hundred bytes over

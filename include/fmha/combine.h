@@ -15,11 +15,12 @@
 namespace fmha {
 
 /// Arguments of combine(): `rows` rows of `head_dim` values merged over `splits` partial results.
-///  * o_parts: fp32 [splits][rows][head_dim], contiguous, 16-byte aligned, on the device.
+///  * o_parts: fp32 [splits][rows][head_dim], contiguous, 4-byte aligned, on the device; splits · rows < 2^31 − 64.
 ///  * lse_parts: fp32 [splits][rows] (natural log), 4-byte aligned. A split with LSE_s = −inf saw no key: it
 ///    contributes exactly 0 and its O_s is never read (it may hold anything, NaN included). A row whose splits are
 ///    all empty gets O = 0 and LSE = −inf; a NaN LSE_s makes its row NaN.
-///  * o: row r at o + r · o_row_stride elements (o_row_stride ≥ head_dim), in o_dtype (fp16, bf16 or fp32);
+///  * o: row r at o + r · o_row_stride elements (o_row_stride ≥ head_dim), in o_dtype (fp16, bf16 or fp32), aligned
+///    to its element;
 ///    it must not overlap o_parts or lse_parts.
 ///  * lse: optional fp32 [rows] (the merged LSE), null = not written.
 struct CombineParams {
@@ -35,8 +36,8 @@ struct CombineParams {
 };
 
 /// Runs the merge on `stream` (one kernel, nothing synchronised). Errors: kInvalidArgument naming the argument
-/// (splits, rows, head_dim, o_row_stride, a null or misaligned pointer, a pointer that is not device-accessible,
-/// o_dtype); kNotSupported without an sm_90 device; kNotBuilt in a build without kernels; kCudaError for a failed launch.
+/// (splits, rows, head_dim, o_row_stride, o_dtype, splits × rows, a null or misaligned pointer, a pointer that is
+/// not device-accessible); kNotSupported without an sm_90 device; kNotBuilt in a build without kernels; kCudaError for a failed launch.
 Status combine(const CombineParams& p, cudaStream_t stream = nullptr);
 
 }  // namespace fmha

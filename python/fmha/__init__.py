@@ -197,6 +197,11 @@ def combine(out_parts, lse_parts, *, out_dtype=None):
     Returns:
       ``out`` ``[*rows, d]`` = Σ exp(LSE_s − LSE) · O_s and ``lse`` ``[*rows]`` = ln Σ exp(LSE_s) (float32); a row
       with no non-empty part gets 0 and ``-inf``. Not differentiable.
+
+    Raises:
+      ValueError naming the argument: dtypes other than float32, shapes that do not match, non-contiguous tensors,
+      ``d`` outside 1 … 512, no part, ``n × rows`` ≥ 2^31 − 64, tensors not on one CUDA device, another
+      ``out_dtype``; NotImplementedError without an sm_90 GPU; RuntimeError for a CUDA failure.
     """
     return torch.ops.fmha.combine(out_parts, lse_parts, out_dtype)
 

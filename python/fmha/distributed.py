@@ -21,6 +21,13 @@ exchange overlaps the attention of the block in hand; the current stream waits f
 A ``gloo`` group works too (the tensors travel through host memory; for tests on one GPU). NVLink multicast is not
 used (point-to-point only; keep ``NCCL_NVLS_ENABLE=0`` where the machine sets it).
 
+Precision: each block's output and gradients come from fmha's kernels in the input dtype (fp32 accumulation inside),
+then are merged or summed in fp32, so the error grows slowly with the number of ranks (one rounding to the input
+dtype per block) beside the single call's.
+
+Collective rules: every rank of the group calls :func:`ring_attention` with the same shapes and options, and every
+rank runs the backward (a rank that skips it leaves the others waiting in the ring); double backward is not supported.
+
 Memory per rank: the world's partial outputs, ``world × b × s_local × h × d`` fp32 (merged once at the end), beside
 two K/V blocks in flight; the backward holds fp32 dQ and two fp32 dK / dV accumulators.
 
@@ -30,6 +37,7 @@ in lockstep, a "send" is a copy handed to the next rank), so that the mathematic
 import math
 
 import torch
+from torch.autograd.function import once_differentiable
 
 import fmha
 
@@ -40,8 +48,8 @@ __all__ = ["ring_attention", "ring_attention_simulated", "split", "merge", "zigz
 
 def split(x, world_size, causal, dim=1):
     """The slices of ``x`` for a ring of ``world_size`` ranks: the zigzag split when ``causal``, else equal
-    contiguous chunks along ``dim``. ``x.shape[dim]`` must be a multiple of ``world_size`` (``2 · world_size``
-    when causal)."""
+    contiguous chunks along ``dim``. Returns a list of ``world_size`` tensors (views or copies).
+    Raises ValueError unless ``x.shape[dim]`` is a multiple of ``world_size`` (``2 · world_size`` when causal)."""
     return zigzag_split(x, world_size, dim) if causal else list(_chunks(x, world_size, dim))
 
 
@@ -53,7 +61,7 @@ def merge(parts, causal, dim=1):
 def zigzag_split(x, world_size, dim=1):
     """Cuts ``x`` along ``dim`` into ``2 · world_size`` equal chunks; rank ``r`` gets chunks ``r`` and
     ``2 · world_size − 1 − r`` concatenated (the causal load balance of ring attention). Returns a list of
-    ``world_size`` tensors."""
+    ``world_size`` tensors. Raises ValueError unless ``x.shape[dim]`` is a multiple of ``2 · world_size``."""
     c = list(_chunks(x, 2 * world_size, dim))
     return [torch.cat([c[r], c[2 * world_size - 1 - r]], dim) for r in range(world_size)]
 
@@ -269,6 +277,7 @@ class _Ring(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, d_out):
         q, k, v, out, lse = ctx.saved_tensors
         ring, causal, scale, deterministic, algo = ctx.args
@@ -288,6 +297,7 @@ class _SimulatedRing(torch.autograd.Function):
         return tuple(outs)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, *d_outs):
         world, causal, scale, deterministic, algo = ctx.args
         t = ctx.saved_tensors
@@ -322,8 +332,13 @@ def ring_attention(q, k, v, *, group=None, causal=False, softmax_scale=None, det
 
     Returns:
       this rank's ``out`` ``[b, s_local, h, d]`` (contiguous, q's dtype): the rows of the whole sequence's attention
-      that this rank holds. Errors: ValueError for shapes (this rank's only: the ranks' shapes are not compared),
-      RuntimeError without an initialised process group.
+      that this rank holds.
+
+    Raises:
+      ValueError for this rank's shapes (the ranks' shapes are not compared: every rank must pass the same), a bad
+      ``softmax_scale`` or ``bwd_algorithm``, and whatever :func:`fmha.attention` raises for the slices (dtype,
+      device, head dim); RuntimeError without an initialised process group. Every rank must call it, and run the
+      backward, in the same order (see the module's collective rules).
     """
     _check(q, k, v, causal)
     scale, algo = _options(softmax_scale, bwd_algorithm)
@@ -332,9 +347,22 @@ def ring_attention(q, k, v, *, group=None, causal=False, softmax_scale=None, det
 
 def ring_attention_simulated(qs, ks, vs, *, causal=False, softmax_scale=None, deterministic=False,
                              bwd_algorithm="auto"):
-    """The ring of :func:`ring_attention` simulated in one process on one GPU: ``qs``, ``ks``, ``vs`` are the
-    ``world`` ranks' slices (lists, e.g. from :func:`split`), each rank's forward and backward run the same code as
-    on a real ring, one rank after another at each step. Returns the list of the ranks' outputs (differentiable)."""
+    """The ring of :func:`ring_attention` simulated in one process on one GPU: each rank's forward and backward run
+    the same code as on a real ring, one rank after another at each step.
+
+    Args:
+      qs, ks, vs: lists of the ``world`` ranks' slices (e.g. from :func:`split`): ``qs[r]`` ``[b, s_local, h, d]``,
+        ``ks[r]``, ``vs[r]`` ``[b, s_local, h_k, d]``, float16 or bfloat16 on one CUDA device, the same shapes for
+        every rank (the zigzag split when ``causal``).
+      causal, softmax_scale, deterministic, bwd_algorithm: as :func:`ring_attention`'s.
+
+    Returns:
+      the list of the ranks' outputs ``[b, s_local, h, d]`` (differentiable in every rank's slices).
+
+    Raises:
+      ValueError for lists of different lengths, shapes that differ between ranks or that the ring cannot take, a bad
+      ``softmax_scale`` or ``bwd_algorithm``, and whatever :func:`fmha.attention` raises for the slices.
+    """
     world = len(qs)
     if world < 1 or len(ks) != world or len(vs) != world:
         raise ValueError(f"fmha.distributed: qs, ks, vs: expected lists of one slice per rank (world >= 1), got "

@@ -71,7 +71,7 @@ Status bwd_validate(const BwdParams& p) {
   if (k_tiles > (int64_t(1) << 30))
     return bad("batch × heads_kv × ceil(seqlen_k / " + str(kRowBlock) + ")", "≤ 2^30 key blocks", str(k_tiles));
   // The two-pass dQ kernel's grid holds every block of 128 query rows of every query head and entry.
-  const int64_t q_tiles = int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + 127) / 128);
+  const int64_t q_tiles = detail::bwd_two_pass_row_blocks(p);
   if (detail::bwd_algorithm(p) == BwdAlgorithm::kTwoPass && q_tiles > (int64_t(1) << 30))
     return bad("batch × heads_q × ceil(seqlen_q / 128)", "≤ 2^30 row blocks (two-pass)", str(q_tiles));
 

@@ -57,14 +57,20 @@ inline FMHA_BWD_HD int64_t bwd_workspace_row0(int b, bool varlen, int off, int s
 
 #undef FMHA_BWD_HD
 
+/// Row blocks of the two-pass dQ kernel's grid: batch × heads_q × ceil(seqlen_q / 128) (bounded by 2^30).
+inline int64_t bwd_two_pass_row_blocks(const BwdParams& p) {
+  return int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + 127) / 128);
+}
+
 /// fmha::bwd_resolve_algorithm (fmha/bwd.h): kAuto resolved from the shape and options alone.
 inline BwdAlgorithm bwd_algorithm(const BwdParams& p) {
   if (p.algorithm != BwdAlgorithm::kAuto) return p.algorithm;
-  // The two-pass dQ kernel's grid bound (bwd_validate): past it only the one pass takes the problem.
-  const int64_t q_tiles = int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + 127) / 128);
-  if (q_tiles > (int64_t(1) << 30)) return BwdAlgorithm::kOnePass;
-  // H200, bf16 and fp16, d 64 and 128, 1k … 16k keys (docs/bwd.md "Performance"): two passes are 6–16 % faster
-  // without the causal mask and 1.5–2.3× faster than the ordered one pass; with it one pass is up to 12 % faster.
+  // Past the two-pass dQ kernel's grid bound (bwd_validate) only the one pass takes the problem; the two-pass dQ
+  // kernel has head-dim tiles up to 128 only.
+  if (bwd_two_pass_row_blocks(p) > (int64_t(1) << 30) || p.head_dim > 128) return BwdAlgorithm::kOnePass;
+  // H200, bf16 and fp16, d 64 and 128, 1k … 16k keys (session 22, docs/bwd.md "Performance"): two passes are 6–16 %
+  // faster without the causal mask and 1.35–2.4× faster than the ordered (deterministic) one pass; with the causal
+  // mask one pass is up to 13 % faster at d 128 and level at d 64.
   return p.deterministic || p.mask != MaskType::kCausal ? BwdAlgorithm::kTwoPass : BwdAlgorithm::kOnePass;
 }
 

@@ -24,7 +24,7 @@ struct CombineArgs {
   int tokens = 1;     ///< ≥ 1
   int heads = 1;      ///< ≥ 1
   int head_dim = 0;   ///< 1 … 512 (512: MLA decode's latent, the V of its splits)
-  const float* o_parts = nullptr;    ///< [splits][rows][head_dim], contiguous, 16-byte aligned (device)
+  const float* o_parts = nullptr;    ///< [splits][rows][head_dim], contiguous, 4-byte aligned (device)
   const float* lse_parts = nullptr;  ///< [splits][rows] (device)
   void* o = nullptr;                 ///< element (b, t, h, d) at o[b·o_batch_stride + t·o_token_stride + h·o_head_stride + d]
   DType o_dtype = DType::kBF16;      ///< fp16, bf16 or fp32

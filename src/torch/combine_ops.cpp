@@ -6,7 +6,8 @@
 //     (fp32): LSE = ln Σ exp(LSE_s), O = Σ exp(LSE_s − LSE) · O_s (fmha::combine, include/fmha/combine.h). A part
 //     with LSE_s = −inf contributes exactly 0 (its O_s is never read); a row with no non-empty part gets O = 0 and
 //     LSE = −inf. No backward (the ring attention of python/fmha/distributed.py differentiates around it).
-// Errors: ValueError naming the argument (dtype, shapes, contiguity, device); RuntimeError for a CUDA failure.
+// Errors: ValueError naming the argument (dtype, shapes, head dim 1 … 512, contiguity, device; the Meta kernel checks
+// the same); NotImplementedError without an sm_90 GPU; RuntimeError for a CUDA failure.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -17,11 +18,14 @@
 #include <string>
 
 #include "fmha/combine.h"
+#include "torch_status.h"
 
 namespace {
 
 using at::Tensor;
 
+/// The checks of both kernels (the Meta one with symbolic sizes where torch.compile traces them): dtypes, ranks,
+/// shapes, contiguity, device, the head dim (1 … 512), at least one part, parts × rows below 2^31 − 64.
 void check_parts(const Tensor& out_parts, const Tensor& lse_parts, const std::optional<at::ScalarType>& out_dtype,
                  bool meta) {
   TORCH_CHECK_VALUE(out_parts.scalar_type() == at::kFloat && lse_parts.scalar_type() == at::kFloat,
@@ -34,6 +38,12 @@ void check_parts(const Tensor& out_parts, const Tensor& lse_parts, const std::op
     TORCH_CHECK_VALUE(lse_parts.sym_size(i) == out_parts.sym_size(i), "fmha.combine: lse_parts.shape: expected ",
                       "out_parts.shape[:-1] = ", out_parts.sym_sizes().slice(0, out_parts.dim() - 1), ", got ",
                       lse_parts.sym_sizes());
+  TORCH_CHECK_VALUE(out_parts.sym_size(0) >= 1, "fmha.combine: out_parts.shape[0] (parts): expected >= 1, got ",
+                    out_parts.sym_size(0));
+  const c10::SymInt d = out_parts.sym_size(-1);
+  TORCH_CHECK_VALUE(d >= 1 && d <= 512, "fmha.combine: out_parts.shape[-1] (head dim): expected 1 ... 512, got ", d);
+  TORCH_CHECK_VALUE(lse_parts.sym_numel() <= INT32_MAX - 64,
+                    "fmha.combine: parts × rows (lse_parts.numel()): expected <= 2^31 - 65, got ", lse_parts.sym_numel());
   TORCH_CHECK_VALUE(out_parts.is_contiguous() && lse_parts.is_contiguous(),
                     "fmha.combine: out_parts, lse_parts: expected contiguous tensors");
   TORCH_CHECK_VALUE(lse_parts.device() == out_parts.device(), "fmha.combine: lse_parts.device: expected ",
@@ -60,9 +70,7 @@ std::tuple<Tensor, Tensor> combine_cuda(const Tensor& out_parts, const Tensor& l
   check_parts(out_parts, lse_parts, out_dtype, false);
   const c10::cuda::CUDAGuard guard(out_parts.device());
   auto [out, lse] = outputs(out_parts, lse_parts, out_dtype);
-  const int64_t n = out_parts.size(0), d = out_parts.size(-1), rows = n > 0 ? lse_parts.numel() / n : 0;
-  TORCH_CHECK_VALUE(n >= 1, "fmha.combine: out_parts.shape[0] (parts): expected >= 1, got ", n);
-  TORCH_CHECK_VALUE(n * rows <= INT32_MAX, "fmha.combine: parts × rows: expected <= 2^31 - 1, got ", n * rows);
+  const int64_t n = out_parts.size(0), d = out_parts.size(-1), rows = lse_parts.numel() / n;
   fmha::CombineParams p;
   p.splits = int(n), p.rows = int(rows), p.head_dim = int(d);
   p.o_parts = out_parts.data_ptr<float>(), p.lse_parts = lse_parts.data_ptr<float>();
@@ -70,12 +78,8 @@ std::tuple<Tensor, Tensor> combine_cuda(const Tensor& out_parts, const Tensor& l
   p.o_dtype = out.scalar_type() == at::kHalf     ? fmha::DType::kFP16
               : out.scalar_type() == at::kBFloat16 ? fmha::DType::kBF16
                                                    : fmha::DType::kFP32;
-  const fmha::Status s = fmha::combine(p, c10::cuda::getCurrentCUDAStream(out_parts.device().index()).stream());
-  if (!s.is_ok()) {
-    const std::string msg = "fmha.combine: " + s.message();
-    if (s.code() == fmha::StatusCode::kInvalidArgument) TORCH_CHECK_VALUE(false, msg);
-    TORCH_CHECK(false, msg);
-  }
+  fmha::torch_ops::raise_if_error(
+      fmha::combine(p, c10::cuda::getCurrentCUDAStream(out_parts.device().index()).stream()), "fmha.combine: ");
   return {out, lse};
 }
 

@@ -26,18 +26,14 @@
 #include <string>
 
 #include "fmha/decode.h"
+#include "torch_status.h"
 
 namespace {
 
 using at::Tensor;
 
 void raise_if_error(const fmha::Status& s, bool meta = false) {
-  if (s.is_ok()) return;
-  const std::string msg = "fmha.decode: " + s.message();
-  if (s.code() == fmha::StatusCode::kInvalidArgument) TORCH_CHECK_VALUE(false, msg);
-  if (!meta && (s.code() == fmha::StatusCode::kNotSupported || s.code() == fmha::StatusCode::kNotBuilt))
-    TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
-  TORCH_CHECK(false, msg);
+  fmha::torch_ops::raise_if_error(s, "fmha.decode: ", meta);
 }
 
 /// Checks the tensors' ranks, dtypes and devices (what DecodeParams cannot express).

@@ -53,29 +53,21 @@
 
 #include "fmha/bwd.h"
 #include "fmha/fwd.h"
+#include "torch_status.h"
 
 namespace {
 
 using at::Tensor;
 
-/// Raises the Python exception that matches `s` (nothing on success). In a Meta kernel (`meta`) a request no kernel
-/// takes raises RuntimeError instead of NotImplementedError, which fake tensors would take for a missing Meta kernel
-/// (UnsupportedOperatorException, without the message).
-void raise_if_error(const fmha::Status& s, bool meta = false) {
-  if (s.is_ok()) return;
-  const std::string msg = "fmha: " + s.message();
-  if (s.code() == fmha::StatusCode::kInvalidArgument) TORCH_CHECK_VALUE(false, msg);
-  if (!meta && (s.code() == fmha::StatusCode::kNotSupported || s.code() == fmha::StatusCode::kNotBuilt))
-    TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
-  TORCH_CHECK(false, msg);
-}
+void raise_if_error(const fmha::Status& s, bool meta = false) { fmha::torch_ops::raise_if_error(s, "fmha: ", meta); }
 
-/// The fmha::BwdAlgorithm named by `name` ("auto", "one_pass", "two_pass"); ValueError naming the argument otherwise.
-fmha::BwdAlgorithm algorithm_of(c10::string_view name) {
+/// The fmha::BwdAlgorithm named by `name` ("auto", "one_pass", "two_pass"); ValueError naming the argument `arg`
+/// otherwise (the forward ops' bwd_algorithm, the backward ops' algorithm).
+fmha::BwdAlgorithm algorithm_of(c10::string_view name, const char* arg = "bwd_algorithm") {
   if (name == "auto") return fmha::BwdAlgorithm::kAuto;
   if (name == "one_pass") return fmha::BwdAlgorithm::kOnePass;
   if (name == "two_pass") return fmha::BwdAlgorithm::kTwoPass;
-  TORCH_CHECK_VALUE(false, "fmha: bwd_algorithm: expected 'auto', 'one_pass' or 'two_pass', got '", std::string(name),
+  TORCH_CHECK_VALUE(false, "fmha: ", arg, ": expected 'auto', 'one_pass' or 'two_pass', got '", std::string(name),
                     "'");
   return fmha::BwdAlgorithm::kAuto;
 }
@@ -428,7 +420,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_gradients(const Tensor& d_out, const Tens
                                                  const Tensor& out, const std::optional<Tensor>& d_lse,
                                                  bool deterministic, c10::string_view algorithm,
                                                  MakeFwd make_fwd) {
-  const fmha::BwdAlgorithm algo = algorithm_of(algorithm);
+  const fmha::BwdAlgorithm algo = algorithm_of(algorithm, "algorithm");
   const c10::cuda::CUDAGuard guard(q.device());
   Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options());
   Tensor dv = at::empty(v.sizes(), v.options());
@@ -474,7 +466,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_meta(const Tensor& d_out, const Tensor& q
   check_tensors("attention backward", q, k, v, 4, true);
   check_bwd_tensors("attention backward", d_out, q, out, lse, d_lse);
   check_scale("attention backward", softmax_scale);
-  (void)causal, (void)causal_q_end, (void)deterministic, (void)algorithm_of(algorithm);
+  (void)causal, (void)causal_q_end, (void)deterministic, (void)algorithm_of(algorithm, "algorithm");
   return gradient_shapes(q, k, v);
 }
 
@@ -509,7 +501,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_meta(const Tensor& d_out, const Te
   check_cu("cu_seqlens_q", cu_q, q, true);
   check_cu("cu_seqlens_k", cu_k, q, true);
   check_scale("attention_varlen backward", softmax_scale);
-  (void)max_q, (void)max_k, (void)causal, (void)causal_q_end, (void)deterministic, (void)algorithm_of(algorithm);
+  (void)max_q, (void)max_k, (void)causal, (void)causal_q_end, (void)deterministic, (void)algorithm_of(algorithm, "algorithm");
   return gradient_shapes(q, k, v);
 }
 

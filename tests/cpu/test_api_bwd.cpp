@@ -152,7 +152,7 @@ TEST(ApiBwd, RunChecksTheWorkspaceThenTheDevice) {
 }
 
 /// What kAuto (the default) runs: two passes for deterministic calls and masks other than causal, one pass for
-/// causal calls and past the two-pass grid bound; an explicit choice is kept.
+/// causal calls, above head dim 128 and past the two-pass grid bound; an explicit choice is kept.
 TEST(ApiBwd, AutoResolvesFromTheOptions) {
   auto p = base();
   EXPECT_EQ(p.algorithm, fmha::BwdAlgorithm::kAuto);
@@ -166,6 +166,9 @@ TEST(ApiBwd, AutoResolvesFromTheOptions) {
   p.algorithm = fmha::BwdAlgorithm::kOnePass;
   EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
   p.algorithm = fmha::BwdAlgorithm::kAuto;
+  p.head_dim = 192, p.head_dim_v = 128;  // MLA prefill: no two-pass dQ kernel above 128
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
+  p.head_dim = 128, p.head_dim_v = 0;
   p.batch = 1 << 10, p.heads_q = p.heads_kv = 1 << 10, p.seqlen_q = 128 * 1024 + 1;  // past 2^30 row blocks
   EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
   EXPECT_NE(fmha::bwd_validate(p).message().rfind("batch × heads_q", 0), 0u);

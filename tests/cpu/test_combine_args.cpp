@@ -45,8 +45,13 @@ TEST(CombineArgs, PublicCallNamesItsArguments) {
       {[](fmha::CombineParams& p) { p.o_row_stride = 7; }, "o_row_stride: expected 0 (= head_dim) or >= head_dim = 8, got 7"},
       {[](fmha::CombineParams& p) { p.o_dtype = fmha::DType::kFP8E4M3; }, "o_dtype: expected fp16, bf16 or fp32"},
       {[](fmha::CombineParams& p) { p.lse_parts = nullptr; }, "lse_parts: expected a device pointer, got null"},
-      {[](fmha::CombineParams& p) { p.o_parts = parts + 1; }, "o_parts: expected a 16-byte aligned address, got an address ending in 0x4"},
-      {[](fmha::CombineParams& p) { p.splits = 1 << 20, p.rows = 1 << 12; }, "splits × rows: expected <= 2^31 - 1"},
+      {[](fmha::CombineParams& p) { p.o_parts = reinterpret_cast<const float*>(reinterpret_cast<const char*>(parts) + 2); },
+       "o_parts: expected an address aligned to its element (4 bytes), got an address ending in 0x2"},
+      {[](fmha::CombineParams& p) { p.lse = reinterpret_cast<float*>(reinterpret_cast<char*>(out) + 1); },
+       "lse: expected an address aligned to its element (4 bytes), got an address ending in 0x1"},
+      {[](fmha::CombineParams& p) { p.o_dtype = fmha::DType::kBF16, p.o = reinterpret_cast<char*>(out) + 1; },
+       "o: expected an address aligned to its element (2 bytes), got an address ending in 0x1"},
+      {[](fmha::CombineParams& p) { p.splits = 1, p.rows = INT32_MAX - 63; }, "splits × rows: expected <= 2^31 - 65"},
   };
   for (const Case& c : cases) {
     fmha::CombineParams p = valid();

@@ -1,7 +1,7 @@
 """The ring attention of fmha.distributed without a GPU: its bookkeeping (the zigzag split, which block each rank
 attends at each step, the LSE merge, the dQ sums and the dK / dV accumulators that travel around the ring) with
 fp64 reference kernels in place of fmha's (fmha.distributed._kernels), in the simulated ring of 1, 2, 3, 4 and 8
-ranks, against fp64 autograd of the whole sequence's attention; and the process-group driver itself: 2 and 4 CPU
+ranks, against fp64 autograd of the whole sequence's attention; and the process-group driver itself: 2, 3 and 4 CPU
 processes over gloo, each rank's output and gradients bit for bit equal to the simulated ring's. The same tests on the GPU with fmha's kernels are in
 tests/python/test_torch_gpu.py (class Ring).
 
@@ -89,12 +89,12 @@ class SimulatedRing(unittest.TestCase):
         outs = dist_attn.ring_attention_simulated(*parts, causal=causal, softmax_scale=scale)
         self.assertEqual(len(outs), world)
         out = dist_attn.merge(outs, causal)
-        self.assertLess((out - ref_out).abs().max().item(), 1e-5)  # fp32 partials in the merge
+        self.assertLess((out - ref_out).abs().max().item(), 2e-6)  # fp32 partials in the merge
         grads = torch.autograd.grad(outs, [p for ps in parts for p in ps], dist_attn.split(d_out, world, causal))
         for i, name in enumerate(("dq", "dk", "dv")):
             got = dist_attn.merge(grads[i * world:(i + 1) * world], causal)
             err = (got - ref_grads[i]).abs().max().item()
-            self.assertLess(err, 1e-5, f"{name}, world {world}, causal {causal}")  # fp32 out and LSE
+            self.assertLess(err, 2e-6, f"{name}, world {world}, causal {causal}")  # fp32 out and LSE
 
     def test_worlds(self):
         for world in (1, 2, 3, 4, 8):
@@ -132,7 +132,7 @@ def _gloo_rank(rank, world, init_file, failures):
 
 class ProcessGroupRing(unittest.TestCase):
     def test_gloo_processes(self):
-        for world in (2, 4):
+        for world in (2, 3, 4):  # from 3 ranks on, exchanges overlap (the hang of 606ca21)
             with tempfile.TemporaryDirectory() as tmp:
                 ctx = mp.get_context("spawn")
                 failures = ctx.Queue()

@@ -78,8 +78,8 @@ class Errors(unittest.TestCase):
         self.check(ValueError, msg, fmha.attention, x, x, x, bwd_algorithm="three_pass")
         self.check(ValueError, msg, torch.ops.fmha.fwd, x, x, x, 0.0, False, True, False, "three_pass")
         out, lse = torch.ops.fmha.fwd(x, x, x, 0.0, False, True, False, "two_pass")
-        self.check(ValueError, msg, torch.ops.fmha.bwd, x, x, x, x, out, lse, None, 0.0, False, True, False,
-                   "three_pass")
+        self.check(ValueError, "algorithm: expected 'auto', 'one_pass' or 'two_pass', got 'three_pass'",
+                   torch.ops.fmha.bwd, x, x, x, x, out, lse, None, 0.0, False, True, False, "three_pass")
         for name in ("auto", "one_pass", "two_pass"):
             dq, dk, dv = torch.ops.fmha.bwd(x, x, x, x, out, lse, None, 0.0, False, True, False, name)
             self.assertEqual(dq.shape, x.shape)
@@ -248,6 +248,39 @@ class Compile(unittest.TestCase):
         with self.assertRaises(Exception) as cm:
             g(meta(1, 8, 4, 64), meta(1, 8, 3, 64))
         self.assertIn("heads_q % heads_kv: expected 0", str(cm.exception))
+
+
+class Combine(unittest.TestCase):
+    """torch.ops.fmha.combine without a GPU: its schema, the Meta kernel's shapes and the errors both kernels raise."""
+
+    def test_schema_and_meta(self):
+        self.assertEqual(str(torch.ops.fmha.combine.default._schema),
+                         "fmha::combine(Tensor out_parts, Tensor lse_parts, ScalarType? out_dtype=None) -> "
+                         "(Tensor, Tensor)")
+        o, lse = fmha.combine(meta(3, 2, 7, 4, 72, dtype=torch.float32), meta(3, 2, 7, 4, dtype=torch.float32),
+                              out_dtype=BF16)
+        self.assertEqual((o.shape, o.dtype, lse.shape, lse.dtype),
+                         (torch.Size([2, 7, 4, 72]), BF16, torch.Size([2, 7, 4]), torch.float32))
+        torch.library.opcheck(torch.ops.fmha.combine.default,
+                              (meta(2, 5, 16, dtype=torch.float32), meta(2, 5, dtype=torch.float32), None))
+
+    def test_errors(self):
+        f32 = torch.float32
+        cases = [
+            ((meta(2, 8, 16), meta(2, 8, dtype=f32)), "out_parts.dtype, lse_parts.dtype: expected torch.float32"),
+            ((meta(2, 8, 16, dtype=f32), meta(2, 7, dtype=f32)), "lse_parts.shape: expected out_parts.shape[:-1]"),
+            ((meta(0, 8, 16, dtype=f32), meta(0, 8, dtype=f32)), "out_parts.shape[0] (parts): expected >= 1, got 0"),
+            ((meta(2, 8, 600, dtype=f32), meta(2, 8, dtype=f32)), "out_parts.shape[-1] (head dim): expected 1 ... 512"),
+            ((meta(2, 8, 16, dtype=f32).transpose(0, 1), meta(2, 8, dtype=f32).t()), "expected contiguous tensors"),
+            ((torch.zeros(2, 8, 16), torch.zeros(2, 8)), "out_parts.device: expected a CUDA device, got cpu"),
+        ]
+        for args, msg in cases:
+            with self.assertRaises(ValueError, msg=msg) as cm:
+                fmha.combine(*args)
+            self.assertIn(msg, str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            fmha.combine(meta(2, 8, 16, dtype=f32), meta(2, 8, dtype=f32), out_dtype=torch.int32)
+        self.assertIn("out_dtype: expected torch.float32, torch.float16 or torch.bfloat16", str(cm.exception))
 
 
 class Decode(unittest.TestCase):
