@@ -47,9 +47,10 @@ function(fmha_kernel op dtype hdim)
       message(FATAL_ERROR "${where}: a second unit with the same registry key")
     endif()
   endforeach()
-  # The unit templates (src/instantiations/<op>.cu.in) instantiate one element type and one head dim today: a unit
-  # with another V head dim or output type needs its template first.
-  if(NOT K_DV EQUAL hdim OR NOT K_OUT STREQUAL dtype)
+  # The unit templates (src/instantiations/<op>.cu.in) instantiate one element type; bwd.cu.in alone takes a head
+  # dim of V of its own (@FMHA_HDIM_V@): another op's unit with another V head dim or output type needs its template
+  # first.
+  if((NOT K_DV EQUAL hdim AND NOT op STREQUAL "bwd") OR NOT K_OUT STREQUAL dtype)
     message(FATAL_ERROR "${where}: DV ${K_DV} / OUT ${K_OUT}: src/instantiations/${op}.cu.in has no head dim of V "
                         "or output type of its own yet (expected DV ${hdim}, OUT ${dtype})")
   endif()

@@ -40,8 +40,8 @@ enum class BwdAlgorithm { kOnePass, kTwoPass, kAuto };
 /// overlap themselves (checked) nor each other or the inputs (the caller's responsibility).
 /// Dtypes: fp16 or bf16 for every tensor but lse; gradients in the input type; fp32 accumulation.
 /// Head dims (head_dim / head_dim_v): 64 and 128 with head_dim_v = head_dim (any multiple of 8 up to 128 through
-/// predication); 192 / 128 (MLA prefill) is valid but has no kernel in this version (bwd returns kNotBuilt);
-/// others are kNotSupported.
+/// predication); 192 / 128 (MLA prefill: the two-pass algorithm only, kOnePass there is kNotSupported naming
+/// "algorithm"); others are kNotSupported.
 struct BwdParams {
   DType dtype = DType::kBF16;
   int batch = 1;
@@ -80,8 +80,8 @@ struct BwdParams {
   float softmax_scale = 0.f;  ///< the forward's; 0 means 1/sqrt(head_dim)
   BwdAlgorithm algorithm = BwdAlgorithm::kAuto;
   /// Bitwise repeatable dQ, dK, dV (GQA and varlen included): the one-pass dQ accumulation is ordered (each K
-  /// block adds its share after the previous one), at some cost in speed. The two-pass algorithm is repeatable
-  /// either way (the flag changes nothing there), so kAuto takes it for deterministic calls.
+  /// block adds its share after the previous one), at some cost in speed. The two-pass algorithm (kAuto's choice)
+  /// is repeatable either way (the flag changes nothing there).
   bool deterministic = false;
   int sm_count = 0;  ///< reserved (the backward runs one CTA per key block on every SM); 0 or any value ≥ 0
 };
@@ -95,11 +95,10 @@ void set_bwd_contiguous_strides(BwdParams& p);
 Status bwd_validate(const BwdParams& p);
 
 /// The algorithm bwd runs for `p`: p.algorithm unless it is kAuto, which picks from the shape and the options
-/// (no device, no pointers; docs/bwd.md gives the rule and the H200 measurements behind it): two passes for
-/// `deterministic` calls (repeatable by construction and faster than the ordered one-pass accumulation) and for
-/// masks other than causal (faster there), one pass for causal calls, for head dims above 128 and wherever the
-/// two-pass dQ grid would exceed its bound (batch × heads_q × ceil(seqlen_q / 128) > 2^30). Other values are
-/// returned as they are (bwd_validate names a bad one).
+/// (no device, no pointers; docs/bwd.md gives the rule and the H200 measurements behind it): two passes (faster
+/// than one on every measured row, causal or not, repeatable by construction, and the only kernels at head dims
+/// 192 / 128), except where the two-pass dQ grid would exceed its bound (batch × heads_q × ceil(seqlen_q / 128)
+/// > 2^30): one pass there. Other values are returned as they are (bwd_validate names a bad one).
 BwdAlgorithm bwd_resolve_algorithm(const BwdParams& p);
 
 /// Bytes of workspace bwd needs for `p`, at most a few hundred bytes over
@@ -114,8 +113,7 @@ std::size_t bwd_workspace_size(const BwdParams& p);
 
 /// Runs the backward on `stream` (three kernels either way; nothing is synchronised). Errors: those of bwd_validate;
 /// kInvalidArgument "workspace" when `workspace` is smaller than bwd_workspace_size(p) or misaligned; kNotBuilt for
-/// the 192 / 128 head dims (no kernel in this version) and for a unit outside this
-/// build's kernel set; kNotSupported without an sm_90 device; kInvalidArgument naming a pointer that is not
+/// a unit outside this build's kernel set; kNotSupported without an sm_90 device; kInvalidArgument naming a pointer that is not
 /// device-accessible; kCudaError for a failed launch. Varlen lengths are read on the device and trusted as the
 /// forward trusts them (non-decreasing cu_seqlens from 0, each length ≤ seqlen_q / seqlen_k, cu[batch] ≤
 /// total_q / total_k); lengths outside that contract give unspecified gradients for their entries, never an access

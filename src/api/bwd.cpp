@@ -62,11 +62,17 @@ Status bwd_validate(const BwdParams& p) {
   const bool varlen = p.cu_seqlens_q != nullptr;
   if (int(p.algorithm) < 0 || int(p.algorithm) > int(BwdAlgorithm::kAuto))
     return bad("algorithm", "kOnePass (0), kTwoPass (1) or kAuto (2)", str(int(p.algorithm)));
-  // The kernels step 32-bit indices: each key block's CTA walks heads_q / heads_kv × ceil(seqlen_q / 64) row blocks
-  // of 64 rows, and the grid holds every key block of 128 keys: at most 2^30 of each.
-  const int64_t q_steps = int64_t(p.heads_q / p.heads_kv) * ((int64_t(p.seqlen_q) + 63) / 64);
+  // Head dim 192 / 128 has the two-pass kernels only (the main kernel steps 32 rows there; its dQ product needs 64).
+  if (mla && detail::bwd_algorithm(p) == BwdAlgorithm::kOnePass)
+    return detail::unsupported_arg("algorithm", "kTwoPass or kAuto at head dims 192 / 128 (no one-pass kernel)",
+                                   "kOnePass");
+  // The kernels step 32-bit indices: each key block's CTA walks heads_q / heads_kv × ceil(seqlen_q / m) row blocks
+  // of m rows (64; 32 at head dim 192), and the grid holds every key block of 128 keys: at most 2^30 of each.
+  const int step_rows = mla ? 32 : 64;
+  const int64_t q_steps = int64_t(p.heads_q / p.heads_kv) * ((int64_t(p.seqlen_q) + step_rows - 1) / step_rows);
   if (q_steps > (int64_t(1) << 30))
-    return bad("heads_q / heads_kv × ceil(seqlen_q / 64)", "≤ 2^30 row blocks per key block", str(q_steps));
+    return bad("heads_q / heads_kv × ceil(seqlen_q / " + str(step_rows) + ")", "≤ 2^30 row blocks per key block",
+               str(q_steps));
   const int64_t k_tiles = int64_t(p.batch) * p.heads_kv * ((int64_t(p.seqlen_k) + kRowBlock - 1) / kRowBlock);
   if (k_tiles > (int64_t(1) << 30))
     return bad("batch × heads_kv × ceil(seqlen_k / " + str(kRowBlock) + ")", "≤ 2^30 key blocks", str(k_tiles));

@@ -67,6 +67,7 @@ std::string BwdOutcome::summary() const {
 BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
   BwdOutcome out;
   const int B = c.batch, H = c.heads_q, HK = c.heads_kv, D = c.head_dim;
+  const int DV = c.head_dim_v != 0 ? c.head_dim_v : D;
   const std::vector<int> cu_q = ref::cumulative(c.seqlens_q), cu_k = ref::cumulative(c.seqlens_k);
   const int sq_max = c.seqlens_q.empty() ? 0 : *std::max_element(c.seqlens_q.begin(), c.seqlens_q.end());
   const int sk_max = c.seqlens_k.empty() ? 0 : *std::max_element(c.seqlens_k.begin(), c.seqlens_k.end());
@@ -79,14 +80,15 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
   // Inputs: valid elements Gaussian(0, input_scale) rounded to the dtype, everything else NaN.
   std::mt19937_64 rng(c.seed);
   std::normal_distribution<float> normal(0.f, c.input_scale);
-  auto make = [&](bool is_q, int heads, const char* name) {
+  auto make = [&](bool is_q, int heads, int dim, const char* name) {
     Operand t;
-    t.rows = is_q ? rows_q : rows_k, t.heads = heads, t.d = D, t.pad = c.row_pad;
+    t.rows = is_q ? rows_q : rows_k, t.heads = heads, t.d = dim, t.pad = c.row_pad;
     t.bits.assign(size_t(t.rows) * size_t(t.row_stride()), GuardedBuffer::kPoison16);
+    if (!name) return t;  // an output: all poison
     std::vector<float> custom;
     if (c.fill) {
       int64_t n = 0;
-      for (int b = 0; b < B; ++b) n += int64_t(is_q ? c.seqlens_q[b] : c.seqlens_k[b]) * heads * D;
+      for (int b = 0; b < B; ++b) n += int64_t(is_q ? c.seqlens_q[b] : c.seqlens_k[b]) * heads * dim;
       custom.assign(size_t(n), 0.f);
       c.fill(name, custom);
     }
@@ -94,14 +96,15 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
     for (int b = 0; b < B; ++b)
       for (int i = 0; i < (is_q ? c.seqlens_q[b] : c.seqlens_k[b]); ++i)
         for (int h = 0; h < heads; ++h)
-          for (int j = 0; j < D; ++j) {
+          for (int j = 0; j < dim; ++j) {
             const float x = c.fill ? custom[idx++] : normal(rng);
             t.bits[t.index(row_of(is_q, b, i), h, j)] = c.dtype == DType::kFP16 ? ref::float_to_half_bits(x)
                                                                                  : ref::float_to_bf16_bits(x);
           }
     return t;
   };
-  const Operand q = make(true, H, "q"), k = make(false, HK, "k"), v = make(false, HK, "v"), d_o = make(true, H, "do");
+  const Operand q = make(true, H, D, "q"), k = make(false, HK, D, "k"), v = make(false, HK, DV, "v"),
+                d_o = make(true, H, DV, "do");
   DeviceAlloc dq_in, dk_in, dv_in, ddo_in, dcuq, dcuk;
   for (auto [t, buf, name] : {std::make_tuple(&q, &dq_in, "harness: upload q"), std::make_tuple(&k, &dk_in, "harness: upload k"),
                               std::make_tuple(&v, &dv_in, "harness: upload v"),
@@ -112,13 +115,26 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
     if (Status s = dcuk.upload(cu_k.data(), cu_k.size() * 4, "harness: upload cu_seqlens_k"); !s) return out.status = s, out;
   }
 
-  // The forward, for O and LSE (the backward takes the forward's own).
+  // The GPU references' view of the problem (fmha's tensors as they are stored).
+  auto ref_problem = [&] {
+    GpuRefProblem g;
+    g.dtype = c.dtype, g.heads_q = H, g.heads_kv = HK, g.head_dim_qk = D, g.head_dim_v = DV;
+    g.seqlens_q = c.seqlens_q, g.seqlens_k = c.seqlens_k;
+    for (int b = 0; b < B; ++b) g.row0_q.push_back(row_of(true, b, 0)), g.row0_k.push_back(row_of(false, b, 0));
+    g.mask = c.mask, g.align = c.align;
+    g.scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(D));
+    return g;
+  };
+
+  // The forward, for O and LSE (the backward takes the forward's own; for head dims with no forward kernel, e.g.
+  // 192 / 128, the GPU reference's exact O rounded to the dtype and its LSE).
   FwdCase fc;
   fc.dtype = c.dtype, fc.batch = B, fc.heads_q = H, fc.heads_kv = HK, fc.head_dim = D;
   fc.seqlens_q = c.seqlens_q, fc.seqlens_k = c.seqlens_k, fc.varlen = c.varlen, fc.mask = c.mask;
   fc.align = c.align, fc.scale = c.scale, fc.row_pad = c.row_pad, fc.extra_rows = c.extra_rows;
   GuardedBuffer o, lse;
-  if (Status s = o.allocate(q.bits.size(), 2); !s) return out.status = s, out;
+  const Operand o_shape = make(true, H, DV, nullptr);
+  if (Status s = o.allocate(o_shape.bits.size(), 2); !s) return out.status = s, out;
   const size_t lse_n = size_t(H) * (c.varlen ? size_t(rows_q) : size_t(B) * sq_max);
   if (Status s = lse.allocate(lse_n, 4); !s) return out.status = s, out;
   const int* cuq = static_cast<const int*>(dcuq.p);
@@ -129,13 +145,52 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
     if (Status s = cuda_status(cudaMemset(o.data(), 0, o.bytes()), "harness: zero O"); !s) return out.status = s, out;
     if (Status s = cuda_status(cudaMemset(lse.data(), 0, lse.bytes()), "harness: zero LSE"); !s)
       return out.status = s, out;
+  } else if (DV != D) {
+    // The exact model's O (fp32, (row · H + h) · DV + d) and LSE ((row · H + h)) from the GPU reference.
+    const GpuRefProblem g = ref_problem();
+    const size_t no = size_t(rows_q) * H * DV, nl = size_t(rows_q) * H;
+    DeviceAlloc ref_out;
+    if (Status s = cuda_status(cudaMalloc(&ref_out.p, (no + nl) * 4 + 4), "harness: reference forward buffers"); !s)
+      return out.status = s, out;
+    GpuRefOutputs ro;
+    ro.o_exact = static_cast<float*>(ref_out.p), ro.lse_exact = ro.o_exact + no;
+    const GpuRefOperand gq{dq_in.p, q.row_stride(), D}, gk{dk_in.p, k.row_stride(), D};
+    const GpuRefOperand gv{dv_in.p, v.row_stride(), DV};
+    if (Status s = gpu_reference_fwd(g, gq, gk, gv, ro, stream); !s) return out.status = s, out;
+    std::vector<float> ref_host(no + nl);
+    if (Status s = cuda_status(cudaMemcpy(ref_host.data(), ref_out.p, ref_host.size() * 4, cudaMemcpyDeviceToHost),
+                               "harness: download the reference forward");
+        !s)
+      return out.status = s, out;
+    std::vector<uint16_t> o_bits = o_shape.bits;  // poison outside the valid rows and columns
+    std::vector<float> lse_host(lse_n, 0.f);
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < c.seqlens_q[b]; ++i)
+        for (int h = 0; h < H; ++h) {
+          const int64_t row = row_of(true, b, i);
+          for (int j = 0; j < DV; ++j) {
+            const float x = ref_host[(size_t(row) * H + h) * DV + j];
+            o_bits[o_shape.index(row, h, j)] =
+                c.dtype == DType::kFP16 ? ref::float_to_half_bits(x) : ref::float_to_bf16_bits(x);
+          }
+          lse_host[c.varlen ? size_t(h) * rows_q + cu_q[b] + i : (size_t(b) * H + h) * sq_max + i] =
+              ref_host[no + size_t(row) * H + h];
+        }
+    if (Status s = cuda_status(cudaMemcpy(o.data(), o_bits.data(), o.bytes(), cudaMemcpyHostToDevice),
+                               "harness: upload the reference O");
+        !s)
+      return out.status = s, out;
+    if (Status s = cuda_status(cudaMemcpy(lse.data(), lse_host.data(), lse.bytes(), cudaMemcpyHostToDevice),
+                               "harness: upload the reference LSE");
+        !s)
+      return out.status = s, out;
   } else if (Status s = fwd(fp, stream); !s) {
     return out.status = s, out;
   }
 
   // The backward on poisoned gradients and workspace.
   BwdParams p;
-  p.dtype = c.dtype, p.batch = B, p.heads_q = H, p.heads_kv = HK, p.head_dim = D;
+  p.dtype = c.dtype, p.batch = B, p.heads_q = H, p.heads_kv = HK, p.head_dim = D, p.head_dim_v = DV;
   p.seqlen_q = fp.seqlen_q, p.seqlen_k = fp.seqlen_k;
   p.cu_seqlens_q = fp.cu_seqlens_q, p.cu_seqlens_k = fp.cu_seqlens_k, p.total_q = fp.total_q, p.total_k = fp.total_k;
   GuardedBuffer dq, dk, dv, ws;
@@ -144,12 +199,16 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
   if (Status s = dv.allocate(v.bits.size(), 2); !s) return out.status = s, out;
   p.q = dq_in.p, p.k = dk_in.p, p.v = dv_in.p, p.o = o.data(), p.d_o = ddo_in.p, p.lse = static_cast<float*>(lse.data());
   p.dq = dq.data(), p.dk = dk.data(), p.dv = dv.data();
-  p.q_row_stride = p.o_row_stride = p.do_row_stride = p.dq_row_stride = q.row_stride();
-  p.k_row_stride = p.v_row_stride = p.dk_row_stride = p.dv_row_stride = k.row_stride();
-  p.q_head_stride = p.o_head_stride = p.do_head_stride = p.dq_head_stride = D;
-  p.k_head_stride = p.v_head_stride = p.dk_head_stride = p.dv_head_stride = D;
-  p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = fp.q_batch_stride;
-  p.k_batch_stride = p.v_batch_stride = p.dk_batch_stride = p.dv_batch_stride = fp.k_batch_stride;
+  p.q_row_stride = p.dq_row_stride = q.row_stride();
+  p.o_row_stride = p.do_row_stride = d_o.row_stride();
+  p.k_row_stride = p.dk_row_stride = k.row_stride();
+  p.v_row_stride = p.dv_row_stride = v.row_stride();
+  p.q_head_stride = p.dq_head_stride = p.k_head_stride = p.dk_head_stride = D;
+  p.o_head_stride = p.do_head_stride = p.v_head_stride = p.dv_head_stride = DV;
+  p.q_batch_stride = p.dq_batch_stride = c.varlen ? 0 : int64_t(sq_max) * q.row_stride();
+  p.o_batch_stride = p.do_batch_stride = c.varlen ? 0 : int64_t(sq_max) * d_o.row_stride();
+  p.k_batch_stride = p.dk_batch_stride = c.varlen ? 0 : int64_t(sk_max) * k.row_stride();
+  p.v_batch_stride = p.dv_batch_stride = c.varlen ? 0 : int64_t(sk_max) * v.row_stride();
   p.mask = c.mask, p.causal_align = c.align, p.softmax_scale = c.scale, p.deterministic = c.deterministic;
   p.algorithm = c.algorithm;
   const size_t ws_bytes = bwd_workspace_size(p);
@@ -209,23 +268,20 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
   DeviceAlloc dlse_ref;
   if (Status s = dlse_ref.upload(lse_ref.data(), lse_ref.size() * 4, "harness: upload the reference LSE"); !s)
     return out.status = s, out;
-  GpuRefProblem g;
-  g.dtype = c.dtype, g.heads_q = H, g.heads_kv = HK, g.head_dim_qk = D, g.head_dim_v = D;
-  g.seqlens_q = c.seqlens_q, g.seqlens_k = c.seqlens_k;
-  for (int b = 0; b < B; ++b) g.row0_q.push_back(row_of(true, b, 0)), g.row0_k.push_back(row_of(false, b, 0));
-  g.mask = c.mask, g.align = c.align;
-  g.scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(D));
-  const size_t nq = size_t(rows_q) * H * D, nk = size_t(rows_k) * HK * D;
+  const GpuRefProblem g = ref_problem();
+  const size_t nq = size_t(rows_q) * H * D, nk = size_t(rows_k) * HK * D, nv = size_t(rows_k) * HK * DV;
+  const size_t n_all = 2 * (nq + nk + nv);
   DeviceAlloc refs;
-  if (Status s = cuda_status(cudaMalloc(&refs.p, (2 * nq + 4 * nk) * 4 + 4), "harness: reference buffers"); !s)
+  if (Status s = cuda_status(cudaMalloc(&refs.p, n_all * 4 + 4), "harness: reference buffers"); !s)
     return out.status = s, out;
   float* r0 = static_cast<float*>(refs.p);
-  const GpuRefBwdOutputs ro{r0, r0 + nq, r0 + nq + nk, r0 + nq + 2 * nk, r0 + 2 * nq + 2 * nk, r0 + 2 * nq + 3 * nk};
-  const GpuRefOperand gq{dq_in.p, q.row_stride(), D}, gk{dk_in.p, k.row_stride(), D}, gv{dv_in.p, v.row_stride(), D};
-  const GpuRefOperand go{o.data(), q.row_stride(), D}, gdo{ddo_in.p, d_o.row_stride(), D};
+  float* r1 = r0 + nq + nk + nv;  // the kernel model's three
+  const GpuRefBwdOutputs ro{r0, r0 + nq, r0 + nq + nk, r1, r1 + nq, r1 + nq + nk};
+  const GpuRefOperand gq{dq_in.p, q.row_stride(), D}, gk{dk_in.p, k.row_stride(), D}, gv{dv_in.p, v.row_stride(), DV};
+  const GpuRefOperand go{o.data(), d_o.row_stride(), DV}, gdo{ddo_in.p, d_o.row_stride(), DV};
   if (Status s = gpu_reference_bwd(g, gq, gk, gv, go, gdo, static_cast<float*>(dlse_ref.p), ro, stream); !s)
     return out.status = s, out;
-  std::vector<float> all(2 * nq + 4 * nk);
+  std::vector<float> all(n_all);
   if (Status s = cuda_status(cudaMemcpy(all.data(), refs.p, all.size() * 4, cudaMemcpyDeviceToHost),
                              "harness: download the reference");
       !s)
@@ -238,8 +294,8 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
     for (int b = 0; b < B; ++b)
       for (int i = 0; i < (is_q ? c.seqlens_q[b] : c.seqlens_k[b]); ++i)
         for (int h = 0; h < t.heads; ++h)
-          for (int j = 0; j < D; ++j) {
-            const float x = exact[(size_t(row_of(is_q, b, i)) * t.heads + h) * D + j];
+          for (int j = 0; j < t.d; ++j) {
+            const float x = exact[(size_t(row_of(is_q, b, i)) * t.heads + h) * t.d + j];
             if (std::isfinite(x)) grad_mag = std::max(grad_mag, double(std::fabs(x)));
           }
   };
@@ -254,9 +310,9 @@ BwdOutcome run_bwd_case(const BwdCase& c, bool check, cudaStream_t stream) {
     for (int b = 0; b < B; ++b)
       for (int i = 0; i < (is_q ? c.seqlens_q[b] : c.seqlens_k[b]); ++i)
         for (int h = 0; h < t.heads; ++h)
-          for (int j = 0; j < D; ++j) {
+          for (int j = 0; j < t.d; ++j) {
             const int64_t row = row_of(is_q, b, i);
-            const size_t at = t.index(row, h, j), ref_at = (size_t(row) * t.heads + h) * D + j;
+            const size_t at = t.index(row, h, j), ref_at = (size_t(row) * t.heads + h) * t.d + j;
             must[at] = 1;
             vg.push_back(c.dtype == DType::kFP16 ? ref::half_bits_to_float(got[at]) : ref::bf16_bits_to_float(got[at]));
             ve.push_back(exact[ref_at]);

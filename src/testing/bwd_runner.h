@@ -1,5 +1,6 @@
 // Test and benchmark harness for the backward (host only): builds Q, K, V and dO on the device (rows past each entry
-// and the padding of strided rows NaN), runs fmha::fwd for O and LSE, then fmha::bwd with dQ, dK, dV and the workspace
+// and the padding of strided rows NaN), runs fmha::fwd for O and LSE (the GPU forward reference where no forward
+// kernel takes the head dims, e.g. 192 / 128), then fmha::bwd with dQ, dK, dV and the workspace
 // poisoned with NaN inside guard bands (testing/device_buffer.h), and checks the gradients against the GPU backward
 // reference (testing/gpu_reference.h, gpu_reference_bwd, given fmha's own O and LSE) under the scale-aware rule with
 // k = 3 (reference/compare.h), every element of every row. Shared by the GPU tests and the fmha_bwd tool.
@@ -21,7 +22,9 @@ struct BwdCase {
   int batch = 1;
   int heads_q = 1;
   int heads_kv = 1;
-  int head_dim = 128;
+  int head_dim = 128;    ///< of Q and K
+  int head_dim_v = 0;    ///< of V, O and dO; 0 = head_dim. Where it differs (192 / 128) no forward kernel exists:
+                         ///< O (rounded to the dtype) and LSE come from the GPU forward reference (exact model)
   std::vector<int> seqlens_q;  ///< [batch] (dense: all equal)
   std::vector<int> seqlens_k;  ///< [batch]
   bool varlen = false;

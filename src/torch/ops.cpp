@@ -32,7 +32,8 @@
 //                    -> (Tensor, Tensor, Tensor)
 //     the gradients dq, dk, dv (contiguous, shaped like q, k, v) of the forward call with the same arguments, given
 //     its out and lse, the gradient d_out of out and optionally the gradient d_lse of lse (fp32, lse's shape)
-//     (include/fmha/bwd.h); algorithm "auto" (fmha::BwdAlgorithm::kAuto: the library picks), "one_pass" or
+//     (include/fmha/bwd.h); v (and out, d_out, dv) may have a head dim of its own: 192 / 128 (MLA prefill, two
+//     passes; no forward op takes it yet, so out and lse come from elsewhere, e.g. the cuDNN forward); algorithm "auto" (fmha::BwdAlgorithm::kAuto: the library picks), "one_pass" or
 //     "two_pass" (fmha::BwdAlgorithm, include/fmha/bwd.h); the workspace comes from torch's caching allocator. Autograd for fmha::fwd and fmha::fwd_varlen is registered in Python (python/fmha/__init__.py,
 //     torch.library.register_autograd) on these operators.
 // Empty problems: no query rows give empty outputs; no keys give O = 0 and LSE = −inf (after the checks).
@@ -159,9 +160,11 @@ struct SymReader {
 
 // ------------------------------------------------------------------------------------------------------- dense
 
-/// FwdParams of a dense call; `ok` false when some size or stride is symbolic (validation then skipped).
+/// FwdParams of a dense call; `ok` false when some size or stride is symbolic (validation then skipped). With
+/// `v_dim_free` (the backward ops) V's head dim may differ from K's (head_dim_v, e.g. 192 / 128); out is then
+/// [b, s_q, h, head_dim_v].
 fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* out, const Tensor* lse,
-                             double scale, bool causal, bool q_end, bool& ok) {
+                             double scale, bool causal, bool q_end, bool& ok, bool v_dim_free = false) {
   fmha::FwdParams p;
   ok = true;
   const SymReader rd{ok};
@@ -170,6 +173,8 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.seqlen_q = int(rd.size(q.sym_size(1)));
   p.heads_q = int(rd.spec(q.sym_size(2)));
   p.head_dim = int(rd.spec(q.sym_size(3)));
+  p.head_dim_v = v_dim_free ? int(rd.spec(v.sym_size(3))) : 0;
+  const int dv = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;
   p.seqlen_k = int(rd.size(k.sym_size(1)));
   p.heads_kv = int(rd.spec(k.sym_size(2)));
   p.q = out ? q.data_ptr() : fake_data(q);
@@ -186,12 +191,12 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
     fix_unit_strides(p.batch, p.seqlen_k, p.heads_kv, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
                      int64_t(p.heads_kv) * p.head_dim);
     fix_unit_strides(p.batch, p.seqlen_k, p.heads_kv, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
-                     int64_t(p.heads_kv) * p.head_dim);
+                     int64_t(p.heads_kv) * dv);
   } else {
     fmha::set_contiguous_strides(p);  // symbolic strides: checked no further than a contiguous layout
   }
-  // out is allocated contiguous [b, s_q, h, d]
-  p.o_head_stride = p.head_dim, p.o_row_stride = int64_t(p.heads_q) * p.head_dim,
+  // out is allocated contiguous [b, s_q, h, d_v]
+  p.o_head_stride = dv, p.o_row_stride = int64_t(p.heads_q) * dv,
   p.o_batch_stride = int64_t(p.seqlen_q) * p.o_row_stride;
   p.mask = causal ? fmha::MaskType::kCausal : fmha::MaskType::kNone;
   p.causal_align = q_end ? fmha::CausalAlign::kQEnd : fmha::CausalAlign::kQBegin;
@@ -199,7 +204,7 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
   // K and V must agree in shape: fmha::FwdParams has one seqlen_k / heads_kv / head_dim for both. (With symbolic
   // sizes these comparisons become guards of the compiled graph.)
   {
-    for (int dim = 0; dim < 4; ++dim) {
+    for (int dim = 0; dim < (v_dim_free ? 3 : 4); ++dim) {
       TORCH_CHECK_VALUE(k.sym_size(dim) == v.sym_size(dim), "fmha.attention: v.shape[", dim,
                         "]: expected k.shape[", dim, "] = ", k.sym_size(dim), ", got ", v.sym_size(dim));
     }
@@ -264,9 +269,11 @@ void check_cu(const char* name, const Tensor& cu, const Tensor& q, bool meta) {
                     q.device(), ", got ", cu.device());
 }
 
+/// FwdParams of a varlen call (packed [total, h, d]); `ok` and `v_dim_free` as dense_params'.
 fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_q,
                               const Tensor& cu_k, int64_t max_q, int64_t max_k, const Tensor* out,
-                              const Tensor* lse, double scale, bool causal, bool q_end, bool& ok) {
+                              const Tensor* lse, double scale, bool causal, bool q_end, bool& ok,
+                              bool v_dim_free = false) {
   fmha::FwdParams p;
   ok = true;
   const SymReader rd{ok};
@@ -279,6 +286,8 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
   p.total_q = int(rd.size(q.sym_size(0)));
   p.heads_q = int(rd.spec(q.sym_size(1)));
   p.head_dim = int(rd.spec(q.sym_size(2)));
+  p.head_dim_v = v_dim_free ? int(rd.spec(v.sym_size(2))) : 0;
+  const int dv = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;
   p.total_k = int(rd.size(k.sym_size(0)));
   p.heads_kv = int(rd.spec(k.sym_size(1)));
   p.seqlen_q = int(max_q);
@@ -299,16 +308,16 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
     fix_unit_strides(0, p.total_k, p.heads_kv, unused, p.k_row_stride, p.k_head_stride,
                      int64_t(p.heads_kv) * p.head_dim);
     fix_unit_strides(0, p.total_k, p.heads_kv, unused, p.v_row_stride, p.v_head_stride,
-                     int64_t(p.heads_kv) * p.head_dim);
+                     int64_t(p.heads_kv) * dv);
   } else {
     fmha::set_contiguous_strides(p);  // symbolic strides: checked no further than a packed layout
   }
-  p.o_head_stride = p.head_dim, p.o_row_stride = int64_t(p.heads_q) * p.head_dim;
+  p.o_head_stride = dv, p.o_row_stride = int64_t(p.heads_q) * dv;
   p.mask = causal ? fmha::MaskType::kCausal : fmha::MaskType::kNone;
   p.causal_align = q_end ? fmha::CausalAlign::kQEnd : fmha::CausalAlign::kQBegin;
   p.softmax_scale = float(scale);
   {
-    for (int dim = 0; dim < 3; ++dim)
+    for (int dim = 0; dim < (v_dim_free ? 2 : 3); ++dim)
       TORCH_CHECK_VALUE(k.sym_size(dim) == v.sym_size(dim), "fmha.attention_varlen: v.shape[", dim,
                         "]: expected k.shape[", dim, "] = ", k.sym_size(dim), ", got ", v.sym_size(dim));
     TORCH_CHECK_VALUE(k.sym_size(2) == q.sym_size(2),
@@ -376,6 +385,7 @@ fmha::BwdParams bwd_params(const fmha::FwdParams& f, const Tensor& d_out, void* 
                            bool deterministic, fmha::BwdAlgorithm algorithm) {
   fmha::BwdParams p;
   p.dtype = f.dtype, p.batch = f.batch, p.heads_q = f.heads_q, p.heads_kv = f.heads_kv, p.head_dim = f.head_dim;
+  p.head_dim_v = f.head_dim_v;
   p.seqlen_q = f.seqlen_q, p.seqlen_k = f.seqlen_k;
   p.cu_seqlens_q = f.cu_seqlens_q, p.cu_seqlens_k = f.cu_seqlens_k, p.total_q = f.total_q, p.total_k = f.total_k;
   fmha::set_bwd_contiguous_strides(p);  // d_out (made contiguous) and the gradients; q, k, v, out as the forward's
@@ -392,17 +402,21 @@ fmha::BwdParams bwd_params(const fmha::FwdParams& f, const Tensor& d_out, void* 
   return p;
 }
 
-void check_bwd_tensors(const char* op, const Tensor& d_out, const Tensor& q, const Tensor& out, const Tensor& lse,
-                       const std::optional<Tensor>& d_lse) {
+/// The backward's own arguments: d_out and out shaped like q with V's head dim (v's last size), q's dtype and
+/// device; lse (and d_lse) fp32.
+void check_bwd_tensors(const char* op, const Tensor& d_out, const Tensor& q, const Tensor& v, const Tensor& out,
+                       const Tensor& lse, const std::optional<Tensor>& d_lse) {
   if (d_lse) {
     TORCH_CHECK_VALUE(d_lse->scalar_type() == at::kFloat && d_lse->sym_sizes() == lse.sym_sizes() &&
                           d_lse->device() == lse.device(),
                       "fmha.", op, ": d_lse: expected a torch.float32 tensor of lse's shape ", lse.sym_sizes(),
                       " on its device, got ", torch_name(d_lse->scalar_type()), " ", d_lse->sym_sizes());
   }
-  TORCH_CHECK_VALUE(d_out.sym_sizes() == q.sym_sizes() && out.sym_sizes() == q.sym_sizes(), "fmha.", op,
-                    ": d_out, out: expected q's shape ", q.sym_sizes(), ", got ", d_out.sym_sizes(), ", ",
-                    out.sym_sizes());
+  std::vector<c10::SymInt> o_shape(q.sym_sizes().begin(), q.sym_sizes().end());
+  o_shape.back() = v.sym_size(v.dim() - 1);  // V's head dim
+  TORCH_CHECK_VALUE(d_out.sym_sizes() == c10::SymIntArrayRef(o_shape) && out.sym_sizes() == c10::SymIntArrayRef(o_shape),
+                    "fmha.", op, ": d_out, out: expected q's shape with v's head dim ", c10::SymIntArrayRef(o_shape),
+                    ", got ", d_out.sym_sizes(), ", ", out.sym_sizes());
   TORCH_CHECK_VALUE(d_out.scalar_type() == q.scalar_type() && out.scalar_type() == q.scalar_type(), "fmha.", op,
                     ": d_out.dtype, out.dtype: expected q's dtype ", torch_name(q.scalar_type()), ", got ",
                     torch_name(d_out.scalar_type()), ", ", torch_name(out.scalar_type()));
@@ -448,14 +462,14 @@ std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& d_out, const Tensor& q
                                             double softmax_scale, bool causal, bool causal_q_end, bool deterministic,
                                             c10::string_view algorithm) {
   check_tensors("attention backward", q, k, v, 4, false);
-  check_bwd_tensors("attention backward", d_out, q, out, lse, d_lse);
+  check_bwd_tensors("attention backward", d_out, q, v, out, lse, d_lse);
   check_scale("attention backward", softmax_scale);
   TORCH_CHECK_VALUE(lse.dim() == 3 && lse.size(0) == q.size(0) && lse.size(1) == q.size(2) &&
                         lse.size(2) == q.size(1) && lse.is_contiguous(),
                     "fmha.attention backward: lse: expected a contiguous [b, h, s_q] tensor, got shape ", lse.sizes());
   return bwd_gradients(d_out, q, k, v, out, d_lse, deterministic, algorithm, [&](const Tensor& o) {
     bool ok = true;
-    return dense_params(q, k, v, &o, &lse, softmax_scale, causal, causal_q_end, ok);
+    return dense_params(q, k, v, &o, &lse, softmax_scale, causal, causal_q_end, ok, true);
   });
 }
 
@@ -464,7 +478,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_meta(const Tensor& d_out, const Tensor& q
                                             double softmax_scale, bool causal, bool causal_q_end, bool deterministic,
                                             c10::string_view algorithm) {
   check_tensors("attention backward", q, k, v, 4, true);
-  check_bwd_tensors("attention backward", d_out, q, out, lse, d_lse);
+  check_bwd_tensors("attention backward", d_out, q, v, out, lse, d_lse);
   check_scale("attention backward", softmax_scale);
   (void)causal, (void)causal_q_end, (void)deterministic, (void)algorithm_of(algorithm, "algorithm");
   return gradient_shapes(q, k, v);
@@ -477,7 +491,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_cuda(const Tensor& d_out, const Te
                                                    double softmax_scale, bool causal, bool causal_q_end,
                                                    bool deterministic, c10::string_view algorithm) {
   check_tensors("attention_varlen backward", q, k, v, 3, false);
-  check_bwd_tensors("attention_varlen backward", d_out, q, out, lse, d_lse);
+  check_bwd_tensors("attention_varlen backward", d_out, q, v, out, lse, d_lse);
   check_cu("cu_seqlens_q", cu_q, q, false);
   check_cu("cu_seqlens_k", cu_k, q, false);
   check_scale("attention_varlen backward", softmax_scale);
@@ -486,7 +500,8 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_cuda(const Tensor& d_out, const Te
                     lse.sizes());
   return bwd_gradients(d_out, q, k, v, out, d_lse, deterministic, algorithm, [&](const Tensor& o) {
     bool ok = true;
-    return varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, &o, &lse, softmax_scale, causal, causal_q_end, ok);
+    return varlen_params(q, k, v, cu_q, cu_k, max_q, max_k, &o, &lse, softmax_scale, causal, causal_q_end, ok,
+                         true);
   });
 }
 
@@ -497,7 +512,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_varlen_meta(const Tensor& d_out, const Te
                                                    double softmax_scale, bool causal, bool causal_q_end,
                                                    bool deterministic, c10::string_view algorithm) {
   check_tensors("attention_varlen backward", q, k, v, 3, true);
-  check_bwd_tensors("attention_varlen backward", d_out, q, out, lse, d_lse);
+  check_bwd_tensors("attention_varlen backward", d_out, q, v, out, lse, d_lse);
   check_cu("cu_seqlens_q", cu_q, q, true);
   check_cu("cu_seqlens_k", cu_k, q, true);
   check_scale("attention_varlen backward", softmax_scale);

@@ -1,5 +1,5 @@
-# The seed's backward CTest matrices (docs/seed.md §8.1-8.2: BASIC, VARLEN, VARLEN_00 … VARLEN_14; BWD_MLA_BASIC and
-# BWD_MLA_VARLEN wait for the MLA backward kernel; and the two-pass one below), run through the fmha_bwd CLI with --verify (every element of dQ,
+# The seed's backward CTest matrices (docs/seed.md §8.1-8.2: BASIC, VARLEN, VARLEN_00 … VARLEN_14, BWD_MLA_BASIC,
+# BWD_MLA_VARLEN (head dims 192 / 128: two passes, O and LSE from the GPU reference); and the two-pass one below), run through the fmha_bwd CLI with --verify (every element of dQ,
 # dK, dV against the GPU backward reference, scale-aware rule), for fp16 and bf16; the causal runs in both
 # alignments (the seed's backward is q-begin only). Label gpu; exit code 77 (no GPU) is a skip.
 include(${CMAKE_CURRENT_LIST_DIR}/seed_varlen.lists)
@@ -7,6 +7,8 @@ set(FMHA_BWD_SEED_TESTS
   "basic|--b=1 --h=4 --q=512 --k=512 --d=128 --verify --mask=no"
   "varlen|--b=1 --h=4 --q=512 --k=512 --d=128 --verify --mask=residual --varlen"
   ${FMHA_SEED_VARLEN_00_14}
+  "mla_basic|--b=1 --h=4 --q=512 --k=512 --d=192 --d_vo=128 --verify --mask=no"
+  "mla_varlen|--b=1 --h=4 --q=512 --k=512 --d=192 --d_vo=128 --verify --mask=residual --varlen"
 )
 set(FMHA_BWD_VARLEN_PREFIX "--verify --varlen --mask=causal,residual --causal-type=qbegin,qend")
 

@@ -107,6 +107,11 @@ TEST(ApiBwd, UnsupportedShapesAreNotSupported) {
   p = base(), p.head_dim = 192;  // 192 needs head_dim_v 128
   fmha::set_bwd_contiguous_strides(p);
   expect_status(p, fmha::StatusCode::kNotSupported, "head_dim");
+  p = base(), p.head_dim = 192, p.head_dim_v = 128, p.algorithm = fmha::BwdAlgorithm::kOnePass;  // two passes only
+  fmha::set_bwd_contiguous_strides(p);
+  expect_status(p, fmha::StatusCode::kNotSupported, "algorithm");
+  p.algorithm = fmha::BwdAlgorithm::kTwoPass;
+  EXPECT_TRUE(fmha::bwd_validate(p).is_ok()) << fmha::bwd_validate(p).message();
 }
 
 TEST(ApiBwd, WorkspaceSize) {
@@ -122,8 +127,8 @@ TEST(ApiBwd, WorkspaceSize) {
   EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
   p.algorithm = fmha::BwdAlgorithm::kAuto;  // deterministic: two passes
   EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
-  p.deterministic = false, p.mask = fmha::MaskType::kCausal;  // causal: one pass
-  EXPECT_EQ(fmha::bwd_workspace_size(p), one_pass);
+  p.deterministic = false, p.mask = fmha::MaskType::kCausal;  // causal: two passes too
+  EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
   p = base(), p.algorithm = fmha::BwdAlgorithm::kOnePass, p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int*>(buf), p.total_q = 900, p.total_k = 1000;
   // varlen: 900 + 64 · 2 = 1028 rows, rounded up to 1152
   EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * 1152 + 4 * heads * 1152 * 128);
@@ -151,8 +156,8 @@ TEST(ApiBwd, RunChecksTheWorkspaceThenTheDevice) {
   }
 }
 
-/// What kAuto (the default) runs: two passes for deterministic calls and masks other than causal, one pass for
-/// causal calls, above head dim 128 and past the two-pass grid bound; an explicit choice is kept.
+/// What kAuto (the default) runs: two passes for every mask and option, one pass past the two-pass grid bound
+/// (unless the head dims have two passes only); an explicit choice is kept.
 TEST(ApiBwd, AutoResolvesFromTheOptions) {
   auto p = base();
   EXPECT_EQ(p.algorithm, fmha::BwdAlgorithm::kAuto);
@@ -160,16 +165,19 @@ TEST(ApiBwd, AutoResolvesFromTheOptions) {
   p.mask = fmha::MaskType::kResidual;
   EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);
   p.mask = fmha::MaskType::kCausal;
-  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);
   p.deterministic = true;
   EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);
   p.algorithm = fmha::BwdAlgorithm::kOnePass;
   EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
   p.algorithm = fmha::BwdAlgorithm::kAuto;
-  p.head_dim = 192, p.head_dim_v = 128;  // MLA prefill: no two-pass dQ kernel above 128
-  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
-  p.head_dim = 128, p.head_dim_v = 0;
+  p.head_dim = 192, p.head_dim_v = 128;  // MLA prefill: two passes only, deterministic or not, any mask
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);
+  p.deterministic = false;
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);
   p.batch = 1 << 10, p.heads_q = p.heads_kv = 1 << 10, p.seqlen_q = 128 * 1024 + 1;  // past 2^30 row blocks
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);  // (192 / 128: then invalid)
+  p.head_dim = 128, p.head_dim_v = 0;
   EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
   EXPECT_NE(fmha::bwd_validate(p).message().rfind("batch × heads_q", 0), 0u);
 }

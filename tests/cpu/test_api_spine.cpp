@@ -71,7 +71,7 @@ TEST(ApiSpine, HeadDimOfVAndOutputDtypeOnlyAsTheInputsForNow) {
 TEST(ApiSpine, RegistryIsKeyedByOpDtypesAndHeadDims) {
   using namespace fmha::detail;
   const auto& all = kernel_registry();
-  ASSERT_EQ(all.size(), 14u);  // forward d 32, 64, 128, decode and backward d 64, 128, each fp16 and bf16
+  ASSERT_EQ(all.size(), 16u);  // forward d 32, 64, 128, decode and backward d 64, 128, backward 192 / 128, each fp16 and bf16
   for (fmha::DType t : {fmha::DType::kFP16, fmha::DType::kBF16})
     for (int d : {32, 64, 128}) {
       const KernelEntry* e = find_kernel({Op::kFwd, t, t, d, d});
@@ -93,7 +93,12 @@ TEST(ApiSpine, RegistryIsKeyedByOpDtypesAndHeadDims) {
       ASSERT_NE(e, nullptr) << "bwd " << fmha::to_string(t) << " d" << d;
       if (std::string(kernel_set()) != "none") EXPECT_NE(e->launch, nullptr);
     }
-  EXPECT_EQ(find_kernel({Op::kBwd, fmha::DType::kBF16, fmha::DType::kBF16, 192, 128}), nullptr);  // MLA: not yet
+  for (fmha::DType t : {fmha::DType::kFP16, fmha::DType::kBF16}) {  // MLA prefill 192 / 128
+    const KernelEntry* e = find_kernel({Op::kBwd, t, t, 192, 128});
+    ASSERT_NE(e, nullptr) << "bwd " << fmha::to_string(t) << " d192 dv128";
+    if (std::string(kernel_set()) != "none") EXPECT_NE(e->launch, nullptr);
+  }
+  EXPECT_EQ(find_kernel({Op::kBwd, fmha::DType::kBF16, fmha::DType::kBF16, 192, 192}), nullptr);
   EXPECT_STREQ(to_string(Op::kBwd), "bwd");
   // Keys that differ in one field find nothing.
   EXPECT_EQ(find_kernel({Op::kFwd, fmha::DType::kBF16, fmha::DType::kFP16, 64, 64}), nullptr);

@@ -7,7 +7,8 @@
 //   rows and in rows past the packed tensors (must never reach a gradient); gradients and workspace poisoned with
 //   NaN; large logits; the deterministic option bit for bit over repeated calls, also over many waves of CTAs; 40
 //   varlen entries; the edge cases E15–E18 (one key per entry, empty leading entries, LSE below −88.7 with a key
-//   tail, 200 deterministic calls); the two-pass algorithm on the same cases, bit for bit over repeated calls. (Argument errors without a GPU:
+//   tail, 200 deterministic calls); the two-pass algorithm on the same cases, bit for bit over repeated calls; the
+//   MLA prefill head dims 192 / 128 (two passes) on a covering set of the same kinds. (Argument errors without a GPU:
 //   tests/cpu/test_api_bwd.cpp.)
 #include <gtest/gtest.h>
 
@@ -203,5 +204,76 @@ std::vector<NamedCase> two_pass_cases() {
 
 INSTANTIATE_TEST_SUITE_P(TwoPass, BwdCaseTest, ::testing::ValuesIn(two_pass_cases()),
                          [](const ::testing::TestParamInfo<NamedCase>& i) { return i.param.name; });
+
+// The MLA prefill head dims 192 / 128 (two passes; O and LSE from the GPU forward reference, as no forward kernel
+// takes them yet): both dtypes, every mask and alignment, GQA, varlen with empty entries and NaN rows past them,
+// strided rows, seqlen_q = 1, large logits, repeated calls bit for bit, many waves of CTAs, and kAuto (which
+// resolves to two passes there).
+std::vector<NamedCase> mla_cases() {
+  const DType bf = DType::kBF16, fp = DType::kFP16;
+  const MaskType N = MaskType::kNone, C = MaskType::kCausal;
+  const CausalAlign QB = CausalAlign::kQBegin, QE = CausalAlign::kQEnd;
+  auto mla = [](std::string name, DType t, int b, int hq, int hk, std::vector<int> sq, std::vector<int> sk,
+                bool varlen, MaskType mask = MaskType::kNone, CausalAlign align = CausalAlign::kQBegin) {
+    NamedCase n = make("mla_" + name, t, b, hq, hk, 192, std::move(sq), std::move(sk), varlen, mask, align);
+    n.c.head_dim_v = 128;
+    n.c.algorithm = fmha::BwdAlgorithm::kTwoPass;
+    n.c.repeats = 2;
+    return n;
+  };
+  std::vector<NamedCase> v;
+  v.push_back(mla("dense_bf16", bf, 2, 4, 4, {256, 256}, {384, 384}, false));
+  v.push_back(mla("dense_fp16", fp, 1, 4, 4, {200}, {300}, false));
+  v.push_back(mla("causal_qbegin_bf16", bf, 2, 2, 2, {333, 333}, {333, 333}, false, C, QB));
+  v.push_back(mla("causal_qbegin_more_keys_fp16", fp, 1, 2, 2, {100}, {300}, false, C, QB));
+  v.push_back(mla("causal_qend_more_keys_bf16", bf, 1, 2, 2, {100}, {300}, false, C, QE));
+  v.push_back(mla("causal_qend_more_queries_fp16", fp, 1, 2, 1, {300}, {100}, false, C, QE));
+  v.push_back(mla("gqa4_causal_bf16", bf, 1, 8, 2, {190}, {700}, false, C, QE));
+  v.push_back(mla("gqa5_fp16", fp, 2, 10, 2, {129, 129}, {257, 257}, false));
+  v.push_back(mla("seqlen_q_1_bf16", bf, 2, 4, 2, {1, 1}, {300, 300}, false, C, QE));
+  v.push_back(mla("seqlen_1_1_fp16", fp, 3, 2, 2, {1, 1, 1}, {1, 1, 1}, false));
+  {
+    NamedCase n = mla("varlen_empty_entries_gqa_bf16", bf, 5, 6, 2, {0, 33, 200, 1, 0}, {5, 0, 250, 64, 0}, true, C, QE);
+    n.c.extra_rows = 70;  // NaN rows past the packed entries
+    v.push_back(n);
+  }
+  {
+    NamedCase n = mla("varlen_strided_fp16", fp, 3, 4, 4, {130, 7, 64}, {129, 300, 65}, true, C, QB);
+    n.c.row_pad = 8;  // NaN between the rows' heads
+    v.push_back(n);
+  }
+  v.push_back(mla("varlen_noncausal_bf16", bf, 4, 2, 1, {17, 128, 90, 300}, {300, 45, 129, 1}, true));
+  {
+    NamedCase n = mla("large_logits_bf16", bf, 1, 2, 2, {200}, {200}, false, C, QB);
+    n.c.input_scale = 4.f;
+    v.push_back(n);
+  }
+  {
+    // 512 key-block CTAs and 512 row-block CTAs (about four waves each on 132 SMs), 20 calls bit for bit.
+    NamedCase n = mla("multiwave_causal_bf16", bf, 2, 16, 16, {2048, 2048}, {2048, 2048}, false, C, QE);
+    n.c.repeats = 20;
+    n.c.deterministic = true;
+    v.push_back(n);
+  }
+  {
+    NamedCase n = mla("auto_causal_fp16", fp, 1, 4, 1, {257}, {257}, false, C, QB);
+    n.c.algorithm = fmha::BwdAlgorithm::kAuto;  // resolves to two passes at 192 / 128
+    v.push_back(n);
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Mla, BwdCaseTest, ::testing::ValuesIn(mla_cases()),
+                         [](const ::testing::TestParamInfo<NamedCase>& i) { return i.param.name; });
+
+TEST(BwdMla, OnePassIsRejectedWithItsName) {
+  FMHA_REQUIRE_GPU();
+  NamedCase n = make("mla_one_pass", DType::kBF16, 1, 2, 2, 192, {64}, {64}, false);
+  n.c.head_dim_v = 128;
+  n.c.algorithm = fmha::BwdAlgorithm::kOnePass;
+  const fmha::testing::BwdOutcome r = fmha::testing::run_bwd_case(n.c);
+  EXPECT_EQ(r.status.code(), fmha::StatusCode::kNotSupported) << r.status.message();
+  EXPECT_EQ(r.status.message().rfind("algorithm:", 0), 0u) << r.status.message();
+}
 
 }  // namespace

@@ -327,6 +327,37 @@ class Backward(unittest.TestCase):
         fmha.attention(x, k, v, return_lse=True)[1].sum().backward()
         self.assertTrue(torch.isfinite(x.grad).all())
 
+    def test_mla_head_dims_192_128(self):
+        # The backward op at the MLA prefill head dims (two passes), given O and LSE of the fp64 forward (no fmha
+        # forward takes 192 / 128 yet), against fp64 autograd under the budget of check().
+        for dtype, causal in ((BF16, True), (FP16, False)):
+            q, k, v = rand(2, 200, 4, 192, dtype=dtype), rand(2, 260, 2, 192, dtype=dtype), rand(2, 260, 2, 128,
+                                                                                                 dtype=dtype)
+            d_out = rand(2, 200, 4, 128, dtype=dtype)
+            o64, lse64 = reference(q, k, v, causal, True)
+            out, lse = o64.to(dtype), lse64.float().contiguous()
+            got = torch.ops.fmha.bwd(d_out, q, k, v, out, lse, None, 0.0, causal, True, False)
+            ref = grads(lambda a, b, c: reference(a, b, c, causal, True)[0], (q.double(), k.double(), v.double()),
+                        d_out.double())
+            low = grads(lambda a, b, c: sdpa_low(a, b, c, causal, True), (q, k, v), d_out)
+            eps = 2.0 ** -8 if dtype == BF16 else 2.0 ** -11
+            for name, g, r, lo in zip(("dq", "dk", "dv"), got, ref, low):
+                self.assertEqual(g.shape, r.shape, name)
+                budget = self.K_BWD * (lo.double() - r).abs().max().item() + 4 * eps * r.abs().max().item()
+                err = (g.double() - r).abs().max().item()
+                self.assertLessEqual(err, budget, f"{dtype} {name}: error {err:.3g} > budget {budget:.3g}")
+            again = torch.ops.fmha.bwd(d_out, q, k, v, out, lse, None, 0.0, causal, True, False)
+            for a, b in zip(got, again):
+                self.assertTrue(torch.equal(a, b))  # two passes: repeatable
+        torch.library.opcheck(torch.ops.fmha.bwd.default, (d_out, q, k, v, out, lse, None, 0.0, False, True, False))
+        with self.assertRaises(NotImplementedError) as cm:
+            torch.ops.fmha.bwd(d_out, q, k, v, out, lse, None, 0.0, False, True, False, "one_pass")
+        self.assertIn("algorithm", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:  # out with the wrong head dim
+            torch.ops.fmha.bwd(d_out, q, k, v, torch.empty_like(q), lse, None, 0.0, False, True, False)
+        self.assertIn("expected q's shape with v's head dim", str(cm.exception))
+
+
 class Decode(unittest.TestCase):
     """fmha.decode against the forward reference on the gathered keys (contiguous and paged caches, the append,
     remap, GQA, several tokens, splits), and a CUDA graph replayed with new lengths."""
@@ -505,7 +536,7 @@ class Combine(unittest.TestCase):
         self.assertIn("expected contiguous tensors", str(cm.exception))
         with self.assertRaises(ValueError) as cm:
             fmha.combine(torch.zeros(2, 8, 600, device="cuda"), lse)
-        self.assertIn("head_dim: expected 1 ... 512, got 600", str(cm.exception))
+        self.assertIn("out_parts.shape[-1] (head dim): expected 1 ... 512, got 600", str(cm.exception))
 
 
 class Ring(unittest.TestCase):

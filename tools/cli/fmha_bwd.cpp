@@ -29,12 +29,14 @@ fmha::testing::BwdCase case_from(const ParsedOptions& o, FwdProblemArgs* args_ou
   const FwdProblemArgs& a = pr.args;
   fmha::testing::BwdCase c;
   c.dtype = o.get_string("dtype") == "fp16" ? fmha::DType::kFP16 : fmha::DType::kBF16;
-  c.batch = a.b, c.heads_q = a.h, c.heads_kv = a.h_k, c.head_dim = a.d;
+  c.batch = a.b, c.heads_q = a.h, c.heads_kv = a.h_k, c.head_dim = a.d, c.head_dim_v = a.d_v;
   c.seqlens_q = a.seqlens_q, c.seqlens_k = a.seqlens_k;
   c.varlen = a.varlen, c.mask = a.mask, c.align = a.align;
   c.scale = float(o.get_float("scale"));
   c.deterministic = o.flag("deterministic");
-  c.algorithm = kTwoPassTool || o.flag("two-pass") ? fmha::BwdAlgorithm::kTwoPass : fmha::BwdAlgorithm::kOnePass;
+  // Head dims above 128 (192 / 128) have the two-pass kernels only: fmha_bwd runs them there too.
+  c.algorithm = kTwoPassTool || o.flag("two-pass") || a.d > 128 ? fmha::BwdAlgorithm::kTwoPass
+                                                                : fmha::BwdAlgorithm::kOnePass;
   if (args_out) *args_out = a;
   return c;
 }
@@ -61,7 +63,7 @@ fmha::BwdParams probe_params(const fmha::testing::BwdCase& c, const FwdProblemAr
 }
 
 /// ToolSpec::check: the problem derivation and the library's validation, before any GPU work (a head dim with no
-/// kernel, e.g. --d=192 --d_vo=128 in this version, is reported as the library words it).
+/// kernel is reported as the library words it).
 std::string check_bwd(const ParsedOptions& o) {
   if (o.flag("list-kernels")) return "";
   try {
@@ -81,7 +83,9 @@ std::vector<std::string> warn_bwd(const ParsedOptions& o) { return problem_warni
 
 void run_bwd(const ParsedOptions& o, Reporter& rep) {
   if (o.flag("list-kernels")) {
-    for (const char* k : {"bwd fp16 d64", "bwd fp16 d128", "bwd bf16 d64", "bwd bf16 d128"}) std::printf("%s\n", k);
+    for (const char* k : {"bwd fp16 d64", "bwd fp16 d128", "bwd fp16 d192 dv128", "bwd bf16 d64", "bwd bf16 d128",
+                          "bwd bf16 d192 dv128"})
+      std::printf("%s\n", k);
     return;
   }
   FwdProblemArgs a;
@@ -100,7 +104,8 @@ void run_bwd(const ParsedOptions& o, Reporter& rep) {
   std::printf("###### B %d H %d H_K %d Q %d K %d D %d D_VO %d Backward %s #SM %d\n", a.b, a.h, a.h_k, a.q, a.k, a.d,
               a.d_v, a.mask == fmha::MaskType::kCausal ? "Causal" : "Full",
               [] { auto g = query_gpu(nullptr); return g ? g->sm_count : 0; }());
-  const std::string name = std::string("bwd ") + fmha::to_string(c.dtype) + " d" + (a.d <= 64 ? "64" : "128") +
+  const std::string tile = a.d <= 64 ? "64" : a.d <= 128 ? "128" : std::to_string(a.d) + " dv" + std::to_string(a.d_v);
+  const std::string name = std::string("bwd ") + fmha::to_string(c.dtype) + " d" + tile +
                            (c.algorithm == fmha::BwdAlgorithm::kTwoPass ? " two-pass" : "") +
                            (c.deterministic ? " deterministic" : "");
   if (o.given("kernel-filter") && !std::regex_search(name, std::regex(o.get_string("kernel-filter")))) return;

@@ -21,21 +21,27 @@ using namespace cute;
 using detail::cuda_status;
 
 /// The parts a backward kernel's parameters `p` share (BwdKernelParams, BwdDqKernelParams): the TMA loads of Q and dO
-/// in blocks of Config::kBlockM rows and of K and V in blocks of Config::kBlockN keys over the views mQ, mdO, mK, mV,
-/// their shapes, the varlen offsets, heads, lengths, scale, mask alignment and workspace.
+/// in blocks of Config::kBlockM rows and of K and V in blocks of Config::kBlockN keys over the views mQ, mdO, mK, mV
+/// (Q and K of head dim Config::kHeadDim, dO and V of Config::kHeadDimV), their shapes, the varlen offsets, heads,
+/// lengths, head dims, scale, mask alignment and workspace.
 template <class Config, class Params, class View>
 void set_bwd_kernel_params(Params& p, const BwdParams& a, const kernel::BwdWorkspace& w, const View& mQ, const View& mdO,
                            const View& mK, const View& mV) {
-  auto rows_box = Shape<Int<Config::kBlockM>, Int<Config::kHeadDim>>{};
-  auto keys_box = Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{};
-  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, take<0, 2>(typename Config::SmemLayoutQ{}), rows_box, _1{});
-  p.tma_do = make_tma_copy(SM90_TMA_LOAD{}, mdO, take<0, 2>(typename Config::SmemLayoutQ{}), rows_box, _1{});
-  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Config::SmemLayoutK{}), keys_box, _1{});
-  p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Config::SmemLayoutK{}), keys_box, _1{});
+  using M = Int<Config::kBlockM>;
+  using N = Int<Config::kBlockN>;
+  using D = Int<Config::kHeadDim>;
+  using DV = Int<Config::kHeadDimV>;
+  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, take<0, 2>(typename Config::SmemLayoutQ{}), Shape<M, D>{}, _1{});
+  p.tma_do = make_tma_copy(SM90_TMA_LOAD{}, mdO, take<0, 2>(typename Config::SmemLayoutdO{}), Shape<M, DV>{}, _1{});
+  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Config::SmemLayoutK{}), Shape<N, D>{}, _1{});
+  p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Config::SmemLayoutV{}), Shape<N, DV>{}, _1{});
   p.shape_q = mQ.shape();
+  p.shape_do = mdO.shape();
   p.shape_k = mK.shape();
+  p.shape_v = mV.shape();
   p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k, p.total_q = a.total_q, p.total_k = a.total_k;
   p.group = a.heads_q / a.heads_kv, p.head_dim = a.head_dim;
+  p.head_dim_v = a.head_dim_v != 0 ? a.head_dim_v : a.head_dim;
   p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
@@ -72,7 +78,9 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   w.dq_row = layout.dq_row;
 
   kernel::BwdRowParams<Element> rp{};
-  rp.batch = a.batch, rp.heads_q = a.heads_q, rp.head_dim = a.head_dim, rp.seqlen_q = a.seqlen_q;
+  const int head_dim_v = a.head_dim_v != 0 ? a.head_dim_v : a.head_dim;
+  rp.batch = a.batch, rp.heads_q = a.heads_q, rp.head_dim = a.head_dim, rp.head_dim_v = head_dim_v;
+  rp.seqlen_q = a.seqlen_q;
   rp.cu_q = a.cu_seqlens_q, rp.total_q = a.total_q;
   rp.o = static_cast<const Element*>(a.o), rp.d_o = static_cast<const Element*>(a.d_o);
   rp.dq = static_cast<Element*>(a.dq);
@@ -87,10 +95,12 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   const int rows_q = varlen ? a.total_q : a.seqlen_q;
   const int rows_k = varlen ? a.total_k : a.seqlen_k;
   // (rows, head dim, heads, batch) views of the caller's tensors, as the forward's (device/gmem_view.cuh).
-  auto gmem = [&](const void* ptr, int rows, int heads, int64_t rs, int64_t hs, int64_t bs) {
+  // Q, K (and dQ, dK) have head_dim columns, V, O, dO (and dV) head_dim_v.
+  auto gmem = [&](const void* ptr, int rows, int dim, int heads, int64_t rs, int64_t hs, int64_t bs) {
     return bshd_gmem_view<Element, typename Config::GmemShape, typename Config::GmemStride>(
-        ptr, rows, a.head_dim, heads, varlen ? 1 : a.batch, rs, hs, bs);
+        ptr, rows, dim, heads, varlen ? 1 : a.batch, rs, hs, bs);
   };
+  const int d = a.head_dim, dv = head_dim_v;
 
   if (a.seqlen_q > 0) {
     const dim3 grid(unsigned((a.seqlen_q + 63) / 64 * 64 / 8), heads_grid, batch_grid);
@@ -103,10 +113,10 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   const int n_blocks = (a.seqlen_k + Config::kBlockN - 1) / Config::kBlockN;
   const int64_t tiles = int64_t(n_blocks) * a.heads_kv * a.batch;
   if (tiles > 0 && rows_k > 0) {
-    auto mQ = gmem(a.q, rows_q, a.heads_q, a.q_row_stride, a.q_head_stride, a.q_batch_stride);
-    auto mdO = gmem(a.d_o, rows_q, a.heads_q, a.do_row_stride, a.do_head_stride, a.do_batch_stride);
-    auto mK = gmem(a.k, rows_k, a.heads_kv, a.k_row_stride, a.k_head_stride, a.k_batch_stride);
-    auto mV = gmem(a.v, rows_k, a.heads_kv, a.v_row_stride, a.v_head_stride, a.v_batch_stride);
+    auto mQ = gmem(a.q, rows_q, d, a.heads_q, a.q_row_stride, a.q_head_stride, a.q_batch_stride);
+    auto mdO = gmem(a.d_o, rows_q, dv, a.heads_q, a.do_row_stride, a.do_head_stride, a.do_batch_stride);
+    auto mK = gmem(a.k, rows_k, d, a.heads_kv, a.k_row_stride, a.k_head_stride, a.k_batch_stride);
+    auto mV = gmem(a.v, rows_k, dv, a.heads_kv, a.v_row_stride, a.v_head_stride, a.v_batch_stride);
     kernel::BwdKernelParams<Config> p{};
     set_bwd_kernel_params<Config>(p, a, w, mQ, mdO, mK, mV);
     p.dk = static_cast<Element*>(a.dk), p.dv = static_cast<Element*>(a.dv);
@@ -114,21 +124,28 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
     p.dv_row_stride = a.dv_row_stride, p.dv_head_stride = a.dv_head_stride, p.dv_batch_stride = a.dv_batch_stride;
     p.heads_kv = a.heads_kv;
     p.n_blocks = n_blocks;
-    auto kernel = two_pass ? kernel::bwd_kernel<Config, Causal, false> : kernel::bwd_kernel<Config, Causal, true>;
+    auto kernel = kernel::bwd_kernel<Config, Causal, false>;
+    if constexpr (Config::kOnePass) {
+      if (!two_pass) kernel = kernel::bwd_kernel<Config, Causal, true>;
+    } else if (!two_pass) {  // bwd_validate rejects it first
+      return Status::unsupported("algorithm: one pass is not built for head dims " + std::to_string(d) + " / " +
+                                 std::to_string(dv) + " (expected two_pass)");
+    }
     if (Status s = launch_bwd_kernel(kernel, p, tiles, Config::kThreads, Config::kSmemBytes, stream, "bwd_kernel"); !s)
       return s;
   }
 
   if (two_pass) {  // the dQ kernel: every row block of every query head and entry
-    using DqConfig = kernel::BwdDqConfig<Element, Config::kHeadDim>;
+    using DqConfig = kernel::BwdDqConfig<Element, Config::kHeadDim, Config::kHeadDimV>;
     const int m_blocks = (a.seqlen_q + DqConfig::kBlockM - 1) / DqConfig::kBlockM;
     const int64_t q_tiles = int64_t(m_blocks) * a.heads_q * a.batch;
     if (q_tiles == 0 || rows_q == 0) return Status::ok();
-    auto mQ = gmem(a.q, rows_q, a.heads_q, a.q_row_stride, a.q_head_stride, a.q_batch_stride);
-    auto mdO = gmem(a.d_o, rows_q, a.heads_q, a.do_row_stride, a.do_head_stride, a.do_batch_stride);
-    // Without any key (rows_k = 0) no CTA loads K or V, but the parameters still hold descriptors: Q's stand in.
-    auto mK = rows_k > 0 ? gmem(a.k, rows_k, a.heads_kv, a.k_row_stride, a.k_head_stride, a.k_batch_stride) : mQ;
-    auto mV = rows_k > 0 ? gmem(a.v, rows_k, a.heads_kv, a.v_row_stride, a.v_head_stride, a.v_batch_stride) : mQ;
+    auto mQ = gmem(a.q, rows_q, d, a.heads_q, a.q_row_stride, a.q_head_stride, a.q_batch_stride);
+    auto mdO = gmem(a.d_o, rows_q, dv, a.heads_q, a.do_row_stride, a.do_head_stride, a.do_batch_stride);
+    // Without any key (rows_k = 0) no CTA loads K or V, but the parameters still hold descriptors: Q's and dO's
+    // stand in.
+    auto mK = rows_k > 0 ? gmem(a.k, rows_k, d, a.heads_kv, a.k_row_stride, a.k_head_stride, a.k_batch_stride) : mQ;
+    auto mV = rows_k > 0 ? gmem(a.v, rows_k, dv, a.heads_kv, a.v_row_stride, a.v_head_stride, a.v_batch_stride) : mdO;
     kernel::BwdDqKernelParams<DqConfig> p{};
     set_bwd_kernel_params<DqConfig>(p, a, w, mQ, mdO, mK, mV);
     p.dq = static_cast<Element*>(a.dq);
@@ -139,18 +156,20 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
                              DqConfig::kSmemBytes, stream, "bwd_dq_kernel");
   }
 
-  if (a.seqlen_q > 0) {
-    const dim3 grid(unsigned((a.seqlen_q + Config::kBlockM - 1) / Config::kBlockM), heads_grid, batch_grid);
-    kernel::bwd_convert_kernel<Config><<<grid, 256, 0, stream>>>(rp);
-    if (Status s = cuda_status(cudaGetLastError(), "launch bwd_convert_kernel"); !s) return s;
+  if constexpr (Config::kOnePass) {
+    if (a.seqlen_q > 0) {
+      const dim3 grid(unsigned((a.seqlen_q + Config::kBlockM - 1) / Config::kBlockM), heads_grid, batch_grid);
+      kernel::bwd_convert_kernel<Config><<<grid, 256, 0, stream>>>(rp);
+      if (Status s = cuda_status(cudaGetLastError(), "launch bwd_convert_kernel"); !s) return s;
+    }
   }
   return Status::ok();
 }
 
-/// Launch function of one (dtype, head-dim tile) backward unit: picks the mask variant.
-template <class Element, int HeadDim>
+/// Launch function of one (dtype, head dim of Q and K, head dim of V) backward unit: picks the mask variant.
+template <class Element, int HeadDim, int HeadDimV = HeadDim>
 Status bwd_launch(const BwdParams& a, void* workspace, cudaStream_t stream) {
-  using Config = kernel::BwdConfig<Element, HeadDim>;
+  using Config = kernel::BwdConfig<Element, HeadDim, HeadDimV>;
   if (a.mask == MaskType::kCausal) return bwd_run<Config, true>(a, workspace, stream);
   return bwd_run<Config, false>(a, workspace, stream);
 }

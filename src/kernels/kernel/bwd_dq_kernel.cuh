@@ -37,11 +37,12 @@ namespace fmha::kernel {
 using namespace cute;
 
 /// Compile-time configuration of the two-pass dQ kernel: kBlockM query rows per CTA (64 per consumer warpgroup),
-/// kBlockN keys per mainloop step, kStages stages of K and V.
-template <class Element_, int HeadDim_>
+/// kBlockN keys per mainloop step, kStages stages of K and V; head dim HeadDim_ for Q and K, HeadDimV_ for V and dO.
+template <class Element_, int HeadDim_, int HeadDimV_ = HeadDim_>
 struct BwdDqConfig {
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
+  static constexpr int kHeadDimV = HeadDimV_;
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = kHeadDim <= 64 ? 128 : 64;
   static constexpr int kStages = 2;
@@ -51,24 +52,32 @@ struct BwdDqConfig {
   static constexpr int kConsumerRegs = 240;
   static_assert(kProducerRegs + kConsumerWGs * kConsumerRegs <= (kConsumerWGs + 1) * (65536 / kThreads / 8 * 8),
                 "backward dQ kernel: register budget over the launch-time pool");
-  static_assert(kHeadDim % 64 == 0 && kHeadDim <= 128, "backward dQ kernel: head-dim tiles 64 and 128");
+  static_assert((kHeadDim % 64 == 0 && kHeadDim <= 128 && kHeadDimV == kHeadDim) ||
+                    (kHeadDim == 192 && kHeadDimV == 128),
+                "backward dQ kernel: head-dim tiles 64 and 128, or 192 / 128");
 
   using BlkM = Int<kBlockM>;
   using BlkN = Int<kBlockN>;
   using HD = Int<kHeadDim>;
+  using HDV = Int<kHeadDimV>;
 
-  // S = Q·Kᵀ and dP = dO·Vᵀ: (rows, keys), the rows over the two warpgroups (the forward's Q·Kᵀ).
+  // S = Q·Kᵀ and dP = dO·Vᵀ: (rows, keys), the rows over the two warpgroups (the forward's Q·Kᵀ); the same
+  // accumulator layout.
   using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, BlkN, HD>>(),
                                        Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
+  using MmadP = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, BlkN, HDV>>(),
+                                        Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
   // dQ += dS·K: (rows, head dim), dS from registers, K viewed head-dim-major (the forward's P·V).
   using MmaDQ = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, HD, BlkN>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
 
-  using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkM, HD>());
-  using SmemAtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, BlkN, HD>());
-  using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<BlkM, HD, _1>{}));  // Q and dO, one stage
-  using SmemLayoutK = decltype(tile_to_shape(SmemAtomK{}, Shape<BlkN, HD, Int<kStages>>{}));  // K and V
+  template <int Rows, int Dim>
+  using SmemAtom = BwdSmemAtom<Element, Rows, Dim>;
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtom<kBlockM, kHeadDim>{}, Shape<BlkM, HD, _1>{}));  // one stage
+  using SmemLayoutdO = decltype(tile_to_shape(SmemAtom<kBlockM, kHeadDimV>{}, Shape<BlkM, HDV, _1>{}));
+  using SmemLayoutK = decltype(tile_to_shape(SmemAtom<kBlockN, kHeadDim>{}, Shape<BlkN, HD, Int<kStages>>{}));
+  using SmemLayoutV = decltype(tile_to_shape(SmemAtom<kBlockN, kHeadDimV>{}, Shape<BlkN, HDV, Int<kStages>>{}));
   using SmemLayoutKt = decltype(composition(
       SmemLayoutK{}, make_ordered_layout(Shape<HD, BlkN, Int<kStages>>{}, Step<_2, _1, _3>{})));
 
@@ -77,9 +86,9 @@ struct BwdDqConfig {
 
   struct SharedStorage {
     cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
-    cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> d_o;
+    cute::array_aligned<Element, cosize_v<SmemLayoutdO>, 1024> d_o;
     cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> k;
-    cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> v;
+    cute::array_aligned<Element, cosize_v<SmemLayoutV>, 1024> v;
     cute::array_aligned<float, kBlockM, 16> lse2;
     cute::array_aligned<float, kBlockM, 16> dsum;
     typename PipelineRows::SharedStorage pipe_rows;
@@ -88,32 +97,25 @@ struct BwdDqConfig {
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 227 * 1024, "backward dQ kernel: shared memory over the sm_90 limit of 227 KiB");
 
-  using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
-  using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
-  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)),
-                                          make_layout(GmemShape{}, GmemStride{})));
-  using TmaRows = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutQ{}),
-                                         Shape<BlkM, HD>{}, _1{}));
-  using TmaKeys = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}),
-                                         Shape<BlkN, HD>{}, _1{}));
+  // Global tensors as seen by TMA (BwdGmem) and the TMA loads of one block of each operand.
+  using GmemShape = typename BwdGmem<Element>::Shape;
+  using GmemStride = typename BwdGmem<Element>::Stride;
+  using TmaQ = BwdTma<Element, SmemLayoutQ, kBlockM, kHeadDim>;
+  using TmadO = BwdTma<Element, SmemLayoutdO, kBlockM, kHeadDimV>;
+  using TmaK = BwdTma<Element, SmemLayoutK, kBlockN, kHeadDim>;
+  using TmaV = BwdTma<Element, SmemLayoutV, kBlockN, kHeadDimV>;
 };
 
 /// Kernel parameters of the dQ kernel (a __grid_constant__; TMA descriptors inside).
 template <class Config>
-struct BwdDqKernelParams {
+struct BwdDqKernelParams : BwdTmaParams<Config> {
   using Element = typename Config::Element;
-  typename Config::TmaRows tma_q;
-  typename Config::TmaRows tma_do;
-  typename Config::TmaKeys tma_k;
-  typename Config::TmaKeys tma_v;
-  typename Config::GmemShape shape_q;  ///< of Q and dO
-  typename Config::GmemShape shape_k;  ///< of K and V
   Element* dq;
   int64_t dq_row_stride, dq_head_stride, dq_batch_stride;
   const int* cu_q;  ///< null: dense
   const int* cu_k;
   int total_q, total_k;
-  int heads_q, group, head_dim, seqlen_q, seqlen_k;
+  int heads_q, group, head_dim, head_dim_v, seqlen_q, seqlen_k;
   int m_blocks;  ///< ceil(seqlen_q / kBlockM): row blocks per (query head, entry)
   float scale, scale_log2;
   bool causal_qend;
@@ -131,6 +133,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr int kBlockM = Config::kBlockM;
   constexpr int kBlockN = Config::kBlockN;
   constexpr int kHeadDim = Config::kHeadDim;
+  constexpr int kHeadDimV = Config::kHeadDimV;
   using Mask = FwdMask<kBlockM, kBlockN, Causal>;
 
   extern __shared__ __align__(1024) char smem_raw[];
@@ -159,17 +162,18 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   const bool is_producer_thread = threadIdx.x == 0;
   if (is_producer_thread) prefetch_tma_descriptors(p.tma_q, p.tma_do, p.tma_k, p.tma_v);
   const auto prow = tma_pipeline_params<PipelineRows>(
-      2 * uint32_t(kBlockM * kHeadDim * sizeof(Element)) + 2 * halves * 64 * sizeof(float), 128 * Config::kConsumerWGs);
-  const auto pkv = tma_pipeline_params<PipelineKV>(2 * uint32_t(kBlockN * kHeadDim * sizeof(Element)),
+      uint32_t(kBlockM * (kHeadDim + kHeadDimV) * sizeof(Element)) + 2 * halves * 64 * sizeof(float),
+      128 * Config::kConsumerWGs);
+  const auto pkv = tma_pipeline_params<PipelineKV>(uint32_t(kBlockN * (kHeadDim + kHeadDimV) * sizeof(Element)),
                                                    128 * Config::kConsumerWGs);
   PipelineRows pipe_rows(ss.pipe_rows, prow, Shape<_1, _1, _1>{});
   PipelineKV pipe_kv(ss.pipe_kv, pkv, Shape<_1, _1, _1>{});
   __syncthreads();
 
   Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Config::SmemLayoutQ{});
-  Tensor sdO = make_tensor(make_smem_ptr(ss.d_o.data()), typename Config::SmemLayoutQ{});
+  Tensor sdO = make_tensor(make_smem_ptr(ss.d_o.data()), typename Config::SmemLayoutdO{});
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Config::SmemLayoutK{});
-  Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Config::SmemLayoutK{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Config::SmemLayoutV{});
   Tensor sKt = make_tensor(make_smem_ptr(ss.k.data()), typename Config::SmemLayoutKt{});
 
   if (warp_group == 0) {
@@ -177,19 +181,19 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
     if (!is_producer_thread || n_blocks == 0) return;
     Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
-    Tensor mdO = p.tma_do.get_tma_tensor(p.shape_q);
+    Tensor mdO = p.tma_do.get_tma_tensor(p.shape_do);
     Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
-    Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
-    auto row_block = [&](auto& m) {
-      return local_tile(domain_offset(make_coord(q_off, _0{}), m(_, _, h, bq)), Shape<Int<kBlockM>, Int<kHeadDim>>{},
+    Tensor mV = p.tma_v.get_tma_tensor(p.shape_v);
+    auto row_block = [&](auto& m, auto dim) {
+      return local_tile(domain_offset(make_coord(q_off, _0{}), m(_, _, h, bq)), Shape<Int<kBlockM>, decltype(dim)>{},
                         make_coord(m_block, _0{}));
     };
-    auto key_blocks = [&](auto& m) {
-      return local_tile(domain_offset(make_coord(k_off, _0{}), m(_, _, hk, bq)), Shape<Int<kBlockN>, Int<kHeadDim>>{},
+    auto key_blocks = [&](auto& m, auto dim) {
+      return local_tile(domain_offset(make_coord(k_off, _0{}), m(_, _, hk, bq)), Shape<Int<kBlockN>, decltype(dim)>{},
                         make_coord(_, _0{}));
     };
-    const auto q_src = make_dense_q_source(p.tma_q, row_block(mQ), sQ);
-    const auto do_src = make_dense_q_source(p.tma_do, row_block(mdO), sdO);
+    const auto q_src = make_dense_q_source(p.tma_q, row_block(mQ, Int<kHeadDim>{}), sQ);
+    const auto do_src = make_dense_q_source(p.tma_do, row_block(mdO, Int<kHeadDimV>{}), sdO);
     auto rows_state = cutlass::make_producer_start_state<PipelineRows>();
     pipe_rows.producer_acquire(rows_state);
     uint64_t* bar_rows = pipe_rows.producer_get_barrier(rows_state);
@@ -199,7 +203,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       SM90_BULK_COPY_G2S::copy(p.ws.lse2 + ws_row + 64 * half, bar_rows, ss.lse2.data() + 64 * half, 64 * sizeof(float));
       SM90_BULK_COPY_G2S::copy(p.ws.dsum + ws_row + 64 * half, bar_rows, ss.dsum.data() + 64 * half, 64 * sizeof(float));
     }
-    const auto kv = make_dense_kv_source(p.tma_k, p.tma_v, key_blocks(mK), key_blocks(mV), sK, sV);
+    const auto kv = make_dense_kv_source(p.tma_k, p.tma_v, key_blocks(mK, Int<kHeadDim>{}),
+                                         key_blocks(mV, Int<kHeadDimV>{}), sK, sV);
     auto kv_state = cutlass::make_producer_start_state<PipelineKV>();
     for (int n = 0; n < n_blocks; ++n) {
       pipe_kv.producer_acquire(kv_state);
@@ -217,14 +222,16 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr int kConsumerThreads = 128 * Config::kConsumerWGs;
   constexpr int kBarrierKeys = 1;  // named barrier: both consumer warpgroups (K's rows past the entry zeroed)
   typename Config::MmaS mma_s;
+  typename Config::MmadP mma_dp;
   typename Config::MmaDQ mma_dq;
   auto thr_s = mma_s.get_thread_slice(tid);
+  auto thr_dp = mma_dp.get_thread_slice(tid);
   auto thr_dq = mma_dq.get_thread_slice(tid);
 
   Tensor tSrQ = thr_s.partition_fragment_A(sQ(_, _, 0));  // (MMA, M, K)
-  Tensor tdPrdO = thr_s.partition_fragment_A(sdO(_, _, 0));
+  Tensor tdPrdO = thr_dp.partition_fragment_A(sdO(_, _, 0));
   Tensor tSrK = thr_s.partition_fragment_B(sK);           // (MMA, N, K, stage)
-  Tensor tdPrV = thr_s.partition_fragment_B(sV);
+  Tensor tdPrV = thr_dp.partition_fragment_B(sV);
   Tensor tdQrK = thr_dq.partition_fragment_B(sKt);        // (MMA, N, K, stage)
   Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
   clear(tdQrdQ);
@@ -253,24 +260,32 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierKeys);
     }
     Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
-    Tensor tdPrdP = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    Tensor tdPrdP = partition_fragment_C(mma_dp, Shape<Int<kBlockM>, Int<kBlockN>>{});
     wg_gemm<true, -1>(mma_s, tSrQ, tSrK(_, _, _, st), tSrS);
-    wg_gemm<true, -1>(mma_s, tdPrdO, tdPrV(_, _, _, st), tdPrdP);
+    wg_gemm<true, -1>(mma_dp, tdPrdO, tdPrV(_, _, _, st), tdPrdP);
     warpgroup_wait<1>();
     Tensor S = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));  // (rows, keys) of this thread
     Tensor Sc = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
-    const bool need_mask = mask.needs_mask(n);
-    CUTLASS_PRAGMA_UNROLL
-    for (int r = 0; r < size<0>(S); ++r) {
-      const int row = get<0>(Sc(r, 0));
-      const float lse2 = ss.lse2[row];
+    // P, masked only in the key blocks that need it (two copies of the loop, as the main kernel's).
+    auto scores_to_p = [&](auto masked) {
       CUTLASS_PRAGMA_UNROLL
-      for (int c = 0; c < size<1>(S); ++c) {
-        float pv = exp2f(S(r, c) * p.scale_log2 - lse2);
-        if (need_mask && !mask.visible(i0 + row, n0 + get<1>(Sc(r, c)))) pv = 0.f;
-        S(r, c) = pv;
+      for (int r = 0; r < size<0>(S); ++r) {
+        const int row = get<0>(Sc(r, 0));
+        const float lse2 = ss.lse2[row];
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < size<1>(S); ++c) {
+          float pv = exp2f(S(r, c) * p.scale_log2 - lse2);
+          if constexpr (decltype(masked)::value) {
+            if (!mask.visible(i0 + row, n0 + get<1>(Sc(r, c)))) pv = 0.f;
+          }
+          S(r, c) = pv;
+        }
       }
-    }
+    };
+    if (mask.needs_mask(n))
+      scores_to_p(cute::true_type{});
+    else
+      scores_to_p(cute::false_type{});
     warpgroup_wait<0>();
     Tensor dP = make_tensor(tdPrdP.data(), acc_rowcol(tdPrdP.layout()));
     CUTLASS_PRAGMA_UNROLL
