@@ -68,7 +68,7 @@ Status bwd_validate(const BwdParams& p) {
                                    "kOnePass");
   // The kernels step 32-bit indices: each key block's CTA walks heads_q / heads_kv × ceil(seqlen_q / m) row blocks
   // of m rows (64; 32 at head dim 192), and the grid holds every key block of 128 keys: at most 2^30 of each.
-  const int step_rows = mla ? 32 : 64;
+  const int step_rows = detail::bwd_step_rows(p.head_dim);
   const int64_t q_steps = int64_t(p.heads_q / p.heads_kv) * ((int64_t(p.seqlen_q) + step_rows - 1) / step_rows);
   if (q_steps > (int64_t(1) << 30))
     return bad("heads_q / heads_kv × ceil(seqlen_q / " + str(step_rows) + ")", "≤ 2^30 row blocks per key block",

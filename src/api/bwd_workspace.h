@@ -57,6 +57,10 @@ inline FMHA_BWD_HD int64_t bwd_workspace_row0(int b, bool varlen, int off, int s
 
 #undef FMHA_BWD_HD
 
+/// Query rows per step of the main backward kernel (kernel::BwdConfig::kBlockM): 64, or 32 above head dim 128 (the
+/// 192 / 128 shape, whose dK and dV registers leave room only for 32-row Sᵀ and dPᵀ).
+constexpr int bwd_step_rows(int head_dim) { return head_dim <= 128 ? 64 : 32; }
+
 /// Row blocks of the two-pass dQ kernel's grid: batch × heads_q × ceil(seqlen_q / 128) (bounded by 2^30).
 inline int64_t bwd_two_pass_row_blocks(const BwdParams& p) {
   return int64_t(p.batch) * p.heads_q * ((int64_t(p.seqlen_q) + 127) / 128);

@@ -174,6 +174,8 @@ fmha::FwdParams dense_params(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.heads_q = int(rd.spec(q.sym_size(2)));
   p.head_dim = int(rd.spec(q.sym_size(3)));
   p.head_dim_v = v_dim_free ? int(rd.spec(v.sym_size(3))) : 0;
+  TORCH_CHECK_VALUE(!v_dim_free || p.head_dim_v >= 1,
+                    "fmha.attention backward: v.shape[3] (head dim): expected at least 1, got ", p.head_dim_v);
   const int dv = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;
   p.seqlen_k = int(rd.size(k.sym_size(1)));
   p.heads_kv = int(rd.spec(k.sym_size(2)));
@@ -287,6 +289,8 @@ fmha::FwdParams varlen_params(const Tensor& q, const Tensor& k, const Tensor& v,
   p.heads_q = int(rd.spec(q.sym_size(1)));
   p.head_dim = int(rd.spec(q.sym_size(2)));
   p.head_dim_v = v_dim_free ? int(rd.spec(v.sym_size(2))) : 0;
+  TORCH_CHECK_VALUE(!v_dim_free || p.head_dim_v >= 1,
+                    "fmha.attention_varlen backward: v.shape[2] (head dim): expected at least 1, got ", p.head_dim_v);
   const int dv = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;
   p.total_k = int(rd.size(k.sym_size(0)));
   p.heads_kv = int(rd.spec(k.sym_size(1)));

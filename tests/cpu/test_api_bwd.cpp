@@ -134,6 +134,21 @@ TEST(ApiBwd, WorkspaceSize) {
   EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * 1152 + 4 * heads * 1152 * 128);
   p = base(), p.seqlen_q = 0;
   EXPECT_EQ(fmha::bwd_workspace_size(p), 0u);
+  p = base(), p.head_dim = 192, p.head_dim_v = 128, p.mask = fmha::MaskType::kCausal;  // two passes: no accumulator
+  EXPECT_EQ(fmha::bwd_workspace_size(p), 2 * 4 * heads * rows);
+}
+
+/// The main kernel's 32-row steps at 192 / 128: heads_q / heads_kv × ceil(seqlen_q / 32) ≤ 2^30 (64-row steps
+/// would take this problem).
+TEST(ApiBwd, StepBoundCountsThirtyTwoRowStepsAtHeadDim192) {
+  auto p = base();
+  p.batch = 1, p.heads_q = 1 << 16, p.heads_kv = 1, p.seqlen_q = 1 << 20, p.seqlen_k = 128;
+  p.head_dim = 192, p.head_dim_v = 128;
+  fmha::set_bwd_contiguous_strides(p);
+  expect_error(p, "heads_q / heads_kv × ceil(seqlen_q / 32)");
+  p.head_dim = 128, p.head_dim_v = 0;  // 2^30 steps of 64 rows: at the bound
+  fmha::set_bwd_contiguous_strides(p);
+  EXPECT_NE(fmha::bwd_validate(p).message().rfind("heads_q / heads_kv", 0), 0u) << fmha::bwd_validate(p).message();
 }
 
 TEST(ApiBwd, RunChecksTheWorkspaceThenTheDevice) {
@@ -176,7 +191,10 @@ TEST(ApiBwd, AutoResolvesFromTheOptions) {
   p.deterministic = false;
   EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);
   p.batch = 1 << 10, p.heads_q = p.heads_kv = 1 << 10, p.seqlen_q = 128 * 1024 + 1;  // past 2^30 row blocks
-  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);  // (192 / 128: then invalid)
+  EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kTwoPass);  // 192 / 128: two passes, so invalid
+  fmha::set_bwd_contiguous_strides(p);
+  EXPECT_EQ(fmha::bwd_validate(p).message().rfind("batch × heads_q × ceil(seqlen_q / 128)", 0), 0u)
+      << fmha::bwd_validate(p).message();
   p.head_dim = 128, p.head_dim_v = 0;
   EXPECT_EQ(fmha::bwd_resolve_algorithm(p), fmha::BwdAlgorithm::kOnePass);
   EXPECT_NE(fmha::bwd_validate(p).message().rfind("batch × heads_q", 0), 0u);

@@ -350,6 +350,28 @@ class Backward(unittest.TestCase):
             for a, b in zip(got, again):
                 self.assertTrue(torch.equal(a, b))  # two passes: repeatable
         torch.library.opcheck(torch.ops.fmha.bwd.default, (d_out, q, k, v, out, lse, None, 0.0, False, True, False))
+        # Varlen at 192 / 128 (an empty sequence among them), per sequence against fp64 autograd.
+        lens_q, lens_k = [70, 0, 129], [100, 33, 129]
+        cu_q = torch.tensor([0, 70, 70, 199], dtype=torch.int32, device="cuda")
+        cu_k = torch.tensor([0, 100, 133, 262], dtype=torch.int32, device="cuda")
+        q, k, v, d_out = rand(199, 4, 192), rand(262, 2, 192), rand(262, 2, 128), rand(199, 4, 128)
+        out, lse = torch.empty(199, 4, 128, device="cuda", dtype=BF16), torch.empty(4, 199, device="cuda")
+        oq = ok = 0
+        for sq, sk in zip(lens_q, lens_k):
+            if sq:
+                o64, l64 = reference(q[None, oq:oq + sq], k[None, ok:ok + sk], v[None, ok:ok + sk], True, True)
+                out[oq:oq + sq], lse[:, oq:oq + sq] = o64[0].to(BF16), l64[0].float()
+            oq, ok = oq + sq, ok + sk
+        got = torch.ops.fmha.bwd_varlen(d_out, q, k, v, out, lse, None, cu_q, cu_k, 129, 129, 0.0, True, True, False)
+        oq = ok = 0
+        for sq, sk in zip(lens_q, lens_k):
+            sl_q, sl_k = slice(oq, oq + sq), slice(ok, ok + sk)
+            ref = grads(lambda a, b, c: reference(a[None], b[None], c[None], True, True)[0][0],
+                        (q[sl_q].double(), k[sl_k].double(), v[sl_k].double()), d_out[sl_q].double())
+            for name, g, r in zip(("dq", "dk", "dv"), (got[0][sl_q], got[1][sl_k], got[2][sl_k]), ref):
+                err = (g.double() - r).abs().max().item() if r.numel() else 0.0
+                self.assertLessEqual(err, 0.05 * max(1.0, r.abs().max().item() if r.numel() else 1.0), name)
+            oq, ok = oq + sq, ok + sk
         with self.assertRaises(NotImplementedError) as cm:
             torch.ops.fmha.bwd(d_out, q, k, v, out, lse, None, 0.0, False, True, False, "one_pass")
         self.assertIn("algorithm", str(cm.exception))

@@ -1,7 +1,9 @@
 // fmha_bwd: backward attention on Hopper (dQ, dK, dV of the forward), with the seed's options (docs/seed.md §2.5)
 // plus --causal-type, --dtype, --deterministic, --two-pass (the seed's fmha_2bwd, §2.6), --scale and --json. Built a
-// second time as fmha_2bwd (FMHA_TWO_PASS_TOOL): the same options without --two-pass, always the two-pass algorithm. Runs fmha's forward for O and LSE on generated
-// inputs, then the backward; --verify checks every element of dQ, dK and dV against the GPU backward reference;
+// second time as fmha_2bwd (FMHA_TWO_PASS_TOOL): the same options without --two-pass, always the two-pass algorithm.
+// fmha_bwd runs one pass at head dims up to 128 (the library's default, kAuto, takes two: --two-pass) and two at
+// 192 / 128 (the only kernels there). Runs fmha's forward for O and LSE on generated inputs (the GPU forward
+// reference's at 192 / 128, where no forward kernel exists), then the backward; --verify checks every element of dQ, dK and dV against the GPU backward reference;
 // reports TFLOPS/s with the seed's backward FLOPs.
 #include <cstdio>
 #include <iostream>
@@ -144,7 +146,8 @@ int main(int argc, char** argv) {
   problem.family = ProblemFamily::kBackward;
   problem.d_vo = true;
   problem.head_dim_help = "Head dim of Q and K: a multiple of 8 up to 128 (64 and 128 have their own tiles; other "
-                          "values run on the next larger one with the tail predicated).";
+                          "values run on the next larger one with the tail predicated), or 192 with --d_vo=128 (MLA "
+                          "prefill; two passes, O and LSE from the GPU reference).";
   add_problem_options(t, problem);
   CommonOptionSet common;
   common.warmup = false;

@@ -41,7 +41,7 @@ void set_bwd_kernel_params(Params& p, const BwdParams& a, const kernel::BwdWorks
   p.shape_v = mV.shape();
   p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k, p.total_q = a.total_q, p.total_k = a.total_k;
   p.group = a.heads_q / a.heads_kv, p.head_dim = a.head_dim;
-  p.head_dim_v = a.head_dim_v != 0 ? a.head_dim_v : a.head_dim;
+  p.head_dim_v = a.head_dim_v;  // set by fmha::bwd (0 there means head_dim)
   p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
@@ -78,7 +78,7 @@ Status bwd_run(const BwdParams& a, void* workspace, cudaStream_t stream) {
   w.dq_row = layout.dq_row;
 
   kernel::BwdRowParams<Element> rp{};
-  const int head_dim_v = a.head_dim_v != 0 ? a.head_dim_v : a.head_dim;
+  const int head_dim_v = a.head_dim_v;  // set by fmha::bwd (0 there means head_dim)
   rp.batch = a.batch, rp.heads_q = a.heads_q, rp.head_dim = a.head_dim, rp.head_dim_v = head_dim_v;
   rp.seqlen_q = a.seqlen_q;
   rp.cu_q = a.cu_seqlens_q, rp.total_q = a.total_q;
