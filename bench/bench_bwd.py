@@ -46,7 +46,10 @@ def plot(result, out):
     for ax, (dt, d, causal) in zip(axes[0], panels):
         rs = sorted((r for r in rows if (r["dtype"], r["head_dim"], r["causal"]) == (dt, d, causal)),
                     key=lambda r: r["seqlen"])
-        for col, label, colour in SERIES:
+        series = SERIES
+        if any("fmha_2p_tflops" in r for r in rs):  # explicit algorithms measured: draw them instead of "auto"
+            series = (("fmha_2p", "fmha, two passes", "tab:red"), ("fmha_1p", "fmha, one pass", "tab:orange")) + SERIES[1:]
+        for col, label, colour in series:
             pts = [(r["seqlen"], r[col + "_tflops"]) for r in rs if col + "_tflops" in r]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label, color=colour)
@@ -54,10 +57,12 @@ def plot(result, out):
         ax.set_xticks([r["seqlen"] for r in rs])
         ax.set_xticklabels([f"{r['seqlen'] // 1024}k" for r in rs])
         ax.set_xlabel("sequence length (16k tokens per batch)")
-        ax.set_title(f"{dt}, d {d}, {'causal' if causal else 'non-causal'}, {rs[0]['heads']} heads")
+        dv = rs[0].get("head_dim_v", d)
+        ax.set_title(f"{dt}, d {d if dv == d else f'{d}/{dv}'}, {'causal' if causal else 'non-causal'}, "
+                     f"{rs[0]['heads']} heads")
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("TFLOPS (2.5 x forward FLOPs)")
-    axes[0][-1].legend(loc="lower right", fontsize=8)
+    axes[0][0].legend(loc="lower right", fontsize=8)
     fig.suptitle(f"Backward, {result.get('device', '')}; torch {result.get('torch', '')}", fontsize=11)
     fig.tight_layout()
     fig.savefig(out, dpi=120)

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""A/B of backward kernels through two or more fmha_bwd builds: each build runs every row in turn, in ABBA order
+(builds forward, then backward, `--rounds` times), and the table gives each build's best median time relative to
+the first (the base). Give the base twice (two copies of one binary) for the A/A control: a difference inside the
+A/A spread is noise.
+
+Usage: python3 bench/bwd_ab.py NAME=FMHA_BWD [NAME=FMHA_BWD ...] [--rows d128,d128c,d64,d64c] [--algos 1p,2p]
+       [--seqlen 8192] [--iterations 30] [--rounds 1] [--dtype bf16] [--json OUT.json]
+
+Rows: dD (non-causal) or dDc (causal), 16k tokens (batch 16384 / seqlen), heads 2048 / D. Each run is one fmha_bwd
+process (fmha's forward for O and LSE, then --iterations timed backward calls; about 7 s at 8k): keep a device
+call's rows few. Times are fmha_bwd's median per process; each build's figure is its best over the rounds' runs.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(binary, d, causal, algo, a):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        cmd = [binary, f"--dtype={a.dtype}", f"--d={d}", f"--h={2048 // d}", f"--b={max(1, 16384 // a.seqlen)}",
+               f"--q={a.seqlen}", f"--k={a.seqlen}", f"--mask={'causal' if causal else 'none'}",
+               f"--iterations={a.iterations}", f"--json={out}"] + (["--two-pass"] if algo == "2p" else [])
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"bwd_ab: {' '.join(cmd)} failed ({p.returncode}): {p.stdout[-500:]} {p.stderr[-500:]}")
+        return json.load(open(out))["runs"][0]["time_ms_median"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("builds", nargs="+", help="NAME=path/to/fmha_bwd; the first is the base")
+    ap.add_argument("--rows", default="d128,d128c,d64,d64c")
+    ap.add_argument("--algos", default="1p,2p")
+    ap.add_argument("--seqlen", type=int, default=8192)
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    builds = []
+    for b in a.builds:
+        name, sep, path = b.partition("=")
+        if not sep or not name or not os.access(path, os.X_OK):
+            ap.error(f"builds: expected NAME=executable fmha_bwd, got {b!r}")
+        builds.append((name, path))
+    rows = []
+    for r in a.rows.split(","):
+        if not r.startswith("d") or not r.rstrip("c")[1:].isdigit():
+            ap.error(f"--rows: expected dD or dDc (e.g. d128c), got {r!r}")
+        rows.append((int(r.rstrip("c")[1:]), r.endswith("c")))
+    algos = a.algos.split(",")
+    if any(x not in ("1p", "2p") for x in algos):
+        ap.error(f"--algos: expected 1p and/or 2p, got {a.algos!r}")
+    result = []
+    for d, causal in rows:
+        for algo in algos:
+            times = {name: [] for name, _ in builds}
+            for _ in range(a.rounds):
+                for name, path in builds + builds[::-1]:
+                    times[name].append(run(path, d, causal, algo, a))
+            best = {name: min(t) for name, t in times.items()}
+            base = best[builds[0][0]]
+            label = f"d{d} {'causal' if causal else 'none'} {algo}"
+            print(f"{label:18s} " + "  ".join(f"{n} {best[n]:.3f} ms ({best[n] / base:.3f})" for n, _ in builds),
+                  flush=True)
+            result.append({"head_dim": d, "causal": causal, "algo": algo, "times_ms": times,
+                           "ratio": {n: best[n] / base for n, _ in builds}})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"command": " ".join(sys.argv), "rows": result}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
