@@ -502,10 +502,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   if (steps > 0) {
     auto kv_state = cutlass::PipelineState<1>();
     pipe_kv.consumer_wait(kv_state);
-    // Varlen: keys past the entry's end hold the next entry's rows (or NaN); P and dS there are set to 0 by a
-    // select (whatever S and dP hold), and no other key's dK or dV reads them, but 0·NaN in dQ = dS·K is NaN, so
-    // with the dQ product those rows of K (and V) are zeroed. Dense tensors end there: TMA filled zeros.
-    if (kDq && varlen && n0 + kBlockN > sk) {
+    // Varlen: keys past the entry's end hold the next entry's rows (or NaN); S and dP there are masked, but 0·NaN
+    // in dQ = dS·K is NaN, so those rows of K (and V) are zeroed. Dense tensors end there: TMA filled zeros. (Without
+    // the dQ product the zeroing is not needed, since a select sets P and dS there to 0 and no other key's dK or dV
+    // reads those rows; it stays until a GPU run has checked the varlen cases without it.)
+    if (varlen && n0 + kBlockN > sk) {
       const int valid = sk - n0;
       zero_rows<kConsumerThreads>(sK, sV, valid, kBlockN - valid, 0, 0, tid);
       cutlass::arch::fence_view_async_shared();
