@@ -5,29 +5,22 @@ the ratios printed and written (a build twice as fast reads 2.000, its copy 1.00
 for a missing executable and for a failing fmha_gen. Exits non-zero with a message on the first failure."""
 import json
 import os
-import stat
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ab_fakes  # noqa: E402
+from ab_fakes import checker  # noqa: E402
 AB = os.path.join(HERE, "..", "..", "bench", "decode_ab.py")
 
 
-def check(cond, what):
-    if not cond:
-        sys.exit(f"test_decode_ab: FAILED: {what}")
+check = checker("test_decode_ab")
 
 
 def fake(path, name, ms, log, rc=0):
-    with open(path, "w") as f:
-        f.write(f"""#!/bin/sh
-echo "{name} $*" >> {log}
-for a in "$@"; do case $a in --json=*) out=${{a#--json=}};; esac; done
-[ {rc} -eq 0 ] || {{ echo boom; exit {rc}; }}
-printf '{{"runs": [{{"time_ms_median": {ms}, "extra": {{"bytes": 4e9}}}}]}}' > "$out"
-""")
-    os.chmod(path, os.stat(path).st_mode | stat.S_IEXEC)
+    ab_fakes.fake(path, name, log, '{"time_ms_median": %s, "extra": {"bytes": 4e9}}' % ms, rc)
 
 
 with tempfile.TemporaryDirectory() as tmp:
