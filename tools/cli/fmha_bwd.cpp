@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
   t.add_flag("deterministic", "Bitwise repeatable gradients (dQ accumulated in a fixed order).");
   if (!kTwoPassTool)
     t.add_flag("two-pass", "Two-pass backward (the seed's fmha_2bwd): a dK/dV kernel, then a dQ kernel; no fp32 dQ "
-                           "accumulator, repeatable bits.");
+                           "accumulator, repeatable bits. Without it this tool runs one pass at head dims up to 128 "
+                           "(the library's default, kAuto, takes two) and two at 192.");
   t.add_flag("skip-reference", "Skip the forward that produces O and LSE (zeros instead; timing only).");
   t.add_float("scale", "Softmax scale; 0 means 1/sqrt(d).", 0.0).at_least(0.0);
   ToolSpec spec;
