@@ -25,3 +25,13 @@ for a in "$@"; do case $a in --json=*) out=${{a#--json=}};; esac; done
 printf '{{"runs": [{run_json}]}}' > "$out"
 """)
     os.chmod(path, os.stat(path).st_mode | stat.S_IEXEC)
+
+
+def builds(tmp, run_json_format):
+    """The three fakes both A/B tests use, in folder `tmp`: "a" (logs A, 2 ms), "b" (logs B, 1 ms) and "bad" (logs X,
+    exits 3). run_json_format: one run's JSON with %s for the median time. Returns (log, a, b, bad) paths."""
+    log = os.path.join(tmp, "calls.log")
+    a, b, bad = (os.path.join(tmp, n) for n in ("a", "b", "bad"))
+    for path, name, ms, rc in ((a, "A", 2.0, 0), (b, "B", 1.0, 0), (bad, "X", 1.0, 3)):
+        fake(path, name, log, run_json_format % ms, rc)
+    return log, a, b, bad

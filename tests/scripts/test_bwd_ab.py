@@ -12,23 +12,14 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ab_fakes  # noqa: E402
-from ab_fakes import checker  # noqa: E402
 AB = os.path.join(HERE, "..", "..", "bench", "bwd_ab.py")
 
 
-check = checker("test_bwd_ab")
-
-
-def fake(path, name, ms, log, rc=0):
-    ab_fakes.fake(path, name, log, '{"time_ms_median": %s}' % ms, rc)
+check = ab_fakes.checker("test_bwd_ab")
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    log = os.path.join(tmp, "calls.log")
-    a, b, bad = (os.path.join(tmp, n) for n in ("a", "b", "bad"))
-    fake(a, "A", 2.0, log)
-    fake(b, "B", 1.0, log)
-    fake(bad, "X", 1.0, log, rc=3)
+    log, a, b, bad = ab_fakes.builds(tmp, '{"time_ms_median": %s}')
     out_json = os.path.join(tmp, "ab.json")
     p = subprocess.run([sys.executable, AB, f"old={a}", f"new={b}", f"old2={a}", "--rows", "d128c,d64",
                         "--algos", "2p", "--seqlen", "4096", "--iterations", "7", "--json", out_json],

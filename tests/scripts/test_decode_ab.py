@@ -12,23 +12,14 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ab_fakes  # noqa: E402
-from ab_fakes import checker  # noqa: E402
 AB = os.path.join(HERE, "..", "..", "bench", "decode_ab.py")
 
 
-check = checker("test_decode_ab")
-
-
-def fake(path, name, ms, log, rc=0):
-    ab_fakes.fake(path, name, log, '{"time_ms_median": %s, "extra": {"bytes": 4e9}}' % ms, rc)
+check = ab_fakes.checker("test_decode_ab")
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    log = os.path.join(tmp, "calls.log")
-    a, b, bad = (os.path.join(tmp, n) for n in ("a", "b", "bad"))
-    fake(a, "A", 2.0, log)
-    fake(b, "B", 1.0, log)
-    fake(bad, "X", 1.0, log, rc=3)
+    log, a, b, bad = ab_fakes.builds(tmp, '{"time_ms_median": %s, "extra": {"bytes": 4e9}}')
     out_json = os.path.join(tmp, "ab.json")
     p = subprocess.run([sys.executable, AB, f"old={a}", f"new={b}", f"old2={a}", "--rows", "4x512", "--pages", "0,16",
                         "--rounds", "1", "--iterations", "7", "--json", out_json], capture_output=True, text=True)
