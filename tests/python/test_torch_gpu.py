@@ -354,6 +354,13 @@ class Backward(unittest.TestCase):
             for a, b in zip(got, again):
                 self.assertTrue(torch.equal(a, b))  # two passes: repeatable
         torch.library.opcheck(torch.ops.fmha.bwd.default, (d_out, q, k, v, out, lse, None, 0.0, False, True, False))
+        with self.assertRaises(NotImplementedError) as cm:
+            torch.ops.fmha.bwd(d_out, q, k, v, out, lse, None, 0.0, False, True, False, "one_pass")
+        self.assertIn("algorithm", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:  # out with the wrong head dim
+            torch.ops.fmha.bwd(d_out, q, k, v, torch.empty_like(q), lse, None, 0.0, False, True, False)
+        self.assertIn("expected q's shape with v's head dim", str(cm.exception))
+
         # Varlen at 192 / 128 (an empty sequence among them), per sequence against fp64 autograd.
         lens_q, lens_k = [70, 0, 129], [100, 33, 129]
         cu_q = torch.tensor([0, 70, 70, 199], dtype=torch.int32, device="cuda")
@@ -368,12 +375,6 @@ class Backward(unittest.TestCase):
             oq, ok = oq + sq, ok + sk
         got = torch.ops.fmha.bwd_varlen(d_out, q, k, v, out, lse, None, cu_q, cu_k, 129, 129, 0.0, True, True, False)
         self.check_varlen_causal(got, q, k, v, d_out, lens_q, lens_k)
-        with self.assertRaises(NotImplementedError) as cm:
-            torch.ops.fmha.bwd(d_out, q, k, v, out, lse, None, 0.0, False, True, False, "one_pass")
-        self.assertIn("algorithm", str(cm.exception))
-        with self.assertRaises(ValueError) as cm:  # out with the wrong head dim
-            torch.ops.fmha.bwd(d_out, q, k, v, torch.empty_like(q), lse, None, 0.0, False, True, False)
-        self.assertIn("expected q's shape with v's head dim", str(cm.exception))
 
 
 class Decode(unittest.TestCase):
