@@ -45,7 +45,7 @@ struct BwdDqConfig {
   static constexpr int kHeadDimV = HeadDimV_;
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = kHeadDim <= 64 ? 128 : 64;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = 2;
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   static constexpr int kProducerRegs = 24;
@@ -246,16 +246,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     auto rows_state = cutlass::PipelineState<1>();
     pipe_rows.consumer_wait(rows_state);
   }
-  // dQ of key block n is waited for only after block n + 1's S and dP are issued (its stage of K and V is released
-  // then), so that the warpgroup issues the next products without waiting for dQ's tail.
   auto kv_state = cutlass::PipelineState<Config::kStages>();
-  auto kv_prev = kv_state;
   for (int n = 0; n < n_blocks; ++n) {
     const int n0 = n * kBlockN, st = kv_state.index();
     pipe_kv.consumer_wait(kv_state);
     // Varlen: keys past the entry's end hold the next entry's rows (or NaN); S and dP there are masked, but 0·NaN
-    // in dQ = dS·K is NaN, so those rows of K are zeroed. Dense tensors end there: TMA filled zeros. (The dQ
-    // product still in flight reads the previous stage.)
+    // in dQ = dS·K is NaN, so those rows of K are zeroed. Dense tensors end there: TMA filled zeros.
     if (varlen && n0 + kBlockN > sk) {
       const int valid = sk - n0;
       for (int idx = tid; idx < (kBlockN - valid) * kHeadDim; idx += kConsumerThreads)
@@ -267,9 +263,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     Tensor tdPrdP = partition_fragment_C(mma_dp, Shape<Int<kBlockM>, Int<kBlockN>>{});
     wg_gemm<true, -1>(mma_s, tSrQ, tSrK(_, _, _, st), tSrS);
     wg_gemm<true, -1>(mma_dp, tdPrdO, tdPrV(_, _, _, st), tdPrdP);
-    warpgroup_wait<1>();  // S done, and the previous block's dQ
-    warpgroup_fence_operand(tdQrdQ);
-    if (n > 0) pipe_kv.consumer_release(kv_prev);
+    warpgroup_wait<1>();
     Tensor S = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));  // (rows, keys) of this thread
     Tensor Sc = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
     // P, masked only in the key blocks that need it (two copies of the loop, as the main kernel's).
@@ -303,14 +297,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     CUTLASS_PRAGMA_UNROLL
     for (int x = 0; x < size(tdPrdP); ++x) tdQrdS(x) = static_cast<Element>(tdPrdP(x));
-    wg_gemm<false, -1, true>(mma_dq, tdQrdS, tdQrK(_, _, _, st), tdQrdQ);
-    kv_prev = kv_state;
+    wg_gemm<false, 0, true>(mma_dq, tdQrdS, tdQrK(_, _, _, st), tdQrdQ);
+    pipe_kv.consumer_release(kv_state);
     ++kv_state;
-  }
-  if (n_blocks > 0) {  // the last block's dQ
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tdQrdQ);
-    pipe_kv.consumer_release(kv_prev);
   }
 
   // ------------------------------------------------------------------------------------------------ epilogue

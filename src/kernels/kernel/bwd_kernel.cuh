@@ -75,7 +75,7 @@ struct BwdConfig {
   static constexpr int kHeadDimV = HeadDimV_;
   static constexpr int kBlockM = fmha::detail::bwd_step_rows(kHeadDim);
   static constexpr int kBlockN = 128;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = 2;
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   static constexpr int kProducerRegs = 24;
@@ -502,11 +502,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   if (steps > 0) {
     auto kv_state = cutlass::PipelineState<1>();
     pipe_kv.consumer_wait(kv_state);
-    // Varlen, one pass: keys past the entry's end hold the next entry's rows (or NaN); S and dP there are masked,
-    // but 0·NaN in dQ = dS·K is NaN, so those rows of K (and V) are zeroed. Dense tensors end there: TMA filled
-    // zeros. Without the dQ product no zeroing is needed: a select sets P and dS of those keys to 0, and no other
-    // key's dK or dV reads their rows.
-    if (kDq && varlen && n0 + kBlockN > sk) {
+    // Varlen: keys past the entry's end hold the next entry's rows (or NaN); S and dP there are masked, but 0·NaN
+    // in dQ = dS·K is NaN, so those rows of K (and V) are zeroed. Dense tensors end there: TMA filled zeros. (Without
+    // the dQ product the zeroing is not needed, since a select sets P and dS there to 0 and no other key's dK or dV
+    // reads those rows; it stays until a GPU run has checked the varlen cases without it.)
+    if (varlen && n0 + kBlockN > sk) {
       const int valid = sk - n0;
       zero_rows<kConsumerThreads>(sK, sV, valid, kBlockN - valid, 0, 0, tid);
       cutlass::arch::fence_view_async_shared();
@@ -514,10 +514,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
     }
   }
 
-  // The order of one step's products (after FlashAttention-3's backward mainloop): Sᵀ and dPᵀ; Pᵀ, then dV += Pᵀ·dO
-  // issued before dSᵀ is computed, so that it runs under that elementwise work; then (one pass) dQ = dS·K and
-  // dK += dSᵀ·Q back to back, dQ's staging in shared memory under dK. (Waiting for dK only after the next step's
-  // Sᵀ and dPᵀ were issued lost 8 % at head dim 64 and made ptxas serialise the wgmma at 128: session 24.)
   auto q_state = cutlass::PipelineState<Config::kStages>();
   auto do_state = cutlass::PipelineState<Config::kStages>();
   for (int step = 0; step < steps; ++step) {
@@ -528,7 +524,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
     pipe_q.consumer_wait(q_state);
     pipe_do.consumer_wait(do_state);
     // Varlen: rows past the entry's end hold the next entry's (or NaN): zeroed, since P = 0 there but 0·NaN is
-    // NaN in dV = Pᵀ·dO and dK = dSᵀ·Q. (The products still in flight read the other stage.)
+    // NaN in dV = Pᵀ·dO and dK = dSᵀ·Q.
     if (varlen && i0 + kBlockM > sq) {
       const int valid = sq - i0;
       zero_rows<kConsumerThreads>(sQ, sdO, valid, kBlockM - valid, qs, ds, tid);
@@ -539,7 +535,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
     Tensor tdPrdP = partition_fragment_C(mma_dp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     wg_gemm<true, -1>(mma_s, tSrK, tSrQ(_, _, _, qs), tSrS);
     wg_gemm<true, -1>(mma_dp, tdPrV, tdPrdO(_, _, _, ds), tdPrdP);
-    warpgroup_wait<1>();  // Sᵀ done
+    warpgroup_wait<1>();
     Tensor S = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));     // (keys, rows) of this thread
     Tensor Sc = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
     const float* lse2 = ss.lse2.data() + qs * kBlockM;
@@ -564,10 +560,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       scores_to_p(cute::true_type{});
     else
       scores_to_p(cute::false_type{});
-    CUTLASS_PRAGMA_UNROLL
-    for (int x = 0; x < size(tSrS); ++x) tdVrP(x) = static_cast<Element>(tSrS(x));
-    wg_gemm<false, -1, true>(mma_dv, tdVrP, tdVrdO(_, _, _, ds), tdVrdV);
-    warpgroup_wait<1>();  // dPᵀ done (dV in flight)
+    warpgroup_wait<0>();
     Tensor dP = make_tensor(tdPrdP.data(), acc_rowcol(tdPrdP.layout()));
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < size<0>(S); ++r)
@@ -578,31 +571,40 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
         dP(r, c) = S(r, c) == 0.f ? 0.f : S(r, c) * (dP(r, c) - dsum[row]);
       }
     CUTLASS_PRAGMA_UNROLL
-    for (int x = 0; x < size(tSrS); ++x) tdKrdS(x) = static_cast<Element>(tdPrdP(x));
+    for (int x = 0; x < size(tSrS); ++x) {
+      tdVrP(x) = static_cast<Element>(tSrS(x));
+      tdKrdS(x) = static_cast<Element>(tdPrdP(x));
+    }
+    if constexpr (kDq) {  // dSᵀ into shared memory as dS (rows, keys), the A operand of dQ = dS·K
+      Tensor tdSsdS_buf = tdSsdS(_, _, _, buf);
+      CUTLASS_PRAGMA_UNROLL
+      for (int x = 0; x < size(tdKrdS); ++x) tdSsdS_buf(x) = tdKrdS(x);
+      cutlass::arch::fence_view_async_shared();
+    }
+    wg_gemm<false, -1, true>(mma_dv, tdVrP, tdVrdO(_, _, _, ds), tdVrdV);
+    wg_gemm<false, -1, true>(mma_dk, tdKrdS, tdKrQ(_, _, _, qs), tdKrdK);
     if constexpr (!kDq) {
-      wg_gemm<false, 0, true>(mma_dk, tdKrdS, tdKrQ(_, _, _, qs), tdKrdK);
+      warpgroup_wait<0>();
       warpgroup_fence_operand(tdVrdV);
+      warpgroup_fence_operand(tdKrdK);
       pipe_q.consumer_release(q_state);
       pipe_do.consumer_release(do_state);
       ++q_state;
       ++do_state;
     } else {
-      // dSᵀ into shared memory as dS (rows, keys), the A operand of dQ = dS·K.
-      Tensor tdSsdS_buf = tdSsdS(_, _, _, buf);
-      CUTLASS_PRAGMA_UNROLL
-      for (int x = 0; x < size(tdKrdS); ++x) tdSsdS_buf(x) = tdKrdS(x);
-      cutlass::arch::fence_view_async_shared();
       // The previous step's dQ reduction has read ss.dq before anyone passes this barrier (and writes it again).
       if (wg_leader) bulk_wait_read<0>();
       cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierStep);  // both warpgroups' halves of dS written
       Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-      wg_gemm<true, -1>(mma_dq, tdQrdS(_, _, _, buf), tdQrK, tdQrdQ);
-      wg_gemm<false, -1, true>(mma_dk, tdKrdS, tdKrQ(_, _, _, qs), tdKrdK);
-      warpgroup_wait<1>();  // dV and dQ done (dK in flight)
-      warpgroup_fence_operand(tdQrdQ);
-      warpgroup_fence_operand(tdVrdV);
-      pipe_do.consumer_release(do_state);  // dPᵀ and dV, its readers, are done
+      wg_gemm<true, 1>(mma_dq, tdQrdS(_, _, _, buf), tdQrK, tdQrdQ);
+      // dV and dK (the last readers of this stage's dO and Q) are done: the producer may refill the stage while
+      // the dQ product runs.
+      pipe_q.consumer_release(q_state);
+      pipe_do.consumer_release(do_state);
+      ++q_state;
       ++do_state;
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tdQrdQ);
 
       // dQ += this key block's share: staged in ss.dq in the accumulator's order (bwd_dq_index: a warp's four-element
       // stores cover 512 contiguous bytes), then each warpgroup's half (contiguous) added into the fp32 accumulator
@@ -645,10 +647,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
         }
       }
       __syncwarp();  // the leader's warp whole again before the next step's barriers
-      warpgroup_wait<0>();  // dK done: this stage of Q is free
-      warpgroup_fence_operand(tdKrdK);
-      pipe_q.consumer_release(q_state);
-      ++q_state;
     }
   }
   // Shared memory stays until the last reduction has read it.
