@@ -10,11 +10,32 @@
 
 namespace fmha {
 
+namespace detail {
+
+Status check_combine_args(const CombineArgs& a) {
+  const auto str = [](auto x) { return std::to_string(x); };
+  if (a.splits < 1) return invalid_arg("splits", ">= 1", str(a.splits));
+  if (a.rows < 0) return invalid_arg("rows", ">= 0", str(a.rows));
+  if (a.tokens < 1 || a.heads < 1) return invalid_arg("tokens, heads", ">= 1", str(a.tokens) + ", " + str(a.heads));
+  if (a.rows % (a.tokens * a.heads) != 0)
+    return invalid_arg("rows", "a multiple of tokens * heads = " + str(a.tokens * a.heads), str(a.rows));
+  if (a.head_dim < 1 || a.head_dim > kCombineMaxHeadDim)
+    return invalid_arg("head_dim", "1 ... " + str(kCombineMaxHeadDim), str(a.head_dim));
+  if (a.o_dtype != DType::kFP32 && a.o_dtype != DType::kFP16 && a.o_dtype != DType::kBF16)
+    return invalid_arg("o_dtype", "fp16, bf16 or fp32", to_string(a.o_dtype));
+  if (a.rows > 0 && (!a.o_parts || !a.lse_parts || !a.o))
+    return invalid_arg("o_parts, lse_parts, o", "non-null", "a null pointer");
+  return Status::ok();
+}
+
+}  // namespace detail
+
 Status combine(const CombineParams& p, cudaStream_t stream) {
   const auto str = [](int64_t x) { return std::to_string(x); };
   if (p.splits < 1) return detail::invalid_arg("splits", ">= 1", str(p.splits));
   if (p.rows < 0) return detail::invalid_arg("rows", ">= 0", str(p.rows));
-  if (p.head_dim < 1 || p.head_dim > 512) return detail::invalid_arg("head_dim", "1 ... 512", str(p.head_dim));
+  if (p.head_dim < 1 || p.head_dim > detail::kCombineMaxHeadDim)
+    return detail::invalid_arg("head_dim", "1 ... " + str(detail::kCombineMaxHeadDim), str(p.head_dim));
   const int64_t row_stride = p.o_row_stride != 0 ? p.o_row_stride : p.head_dim;
   if (row_stride < p.head_dim)
     return detail::invalid_arg("o_row_stride", "0 (= head_dim) or >= head_dim = " + str(p.head_dim), str(row_stride));

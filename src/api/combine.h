@@ -32,8 +32,16 @@ struct CombineArgs {
   float* lse = nullptr;              ///< optional [rows] (b, t, h order)
 };
 
-/// Launches the combine on `stream`. kInvalidArgument naming the argument for bad sizes, null pointers or an
-/// unsupported o_dtype; kCudaError when the launch fails.
+/// Largest head_dim of a combine (MLA decode's latent of 512).
+constexpr int kCombineMaxHeadDim = 512;
+
+/// The host checks of combine_partials, which need no GPU (and no kernel in the build): kInvalidArgument naming the
+/// argument with the expected and the actual value for bad sizes, null pointers (when rows > 0) or an o_dtype other
+/// than fp16, bf16 and fp32; ok otherwise.
+Status check_combine_args(const CombineArgs& a);
+
+/// Checks the arguments (check_combine_args), then launches the combine on `stream` (nothing for rows = 0).
+/// kCudaError when the launch fails. Defined with the kernel (kernels/device/combine.cu): only in builds with kernels.
 Status combine_partials(const CombineArgs& a, cudaStream_t stream);
 
 }  // namespace fmha::detail

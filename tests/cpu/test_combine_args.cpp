@@ -1,5 +1,5 @@
-// The split-KV combine's argument checks, internal (src/api/combine.h) and public (fmha::combine,
-// include/fmha/combine.h), which need no GPU: each names its argument with the expected and the actual value. Its
+// The split-KV combine's argument checks, internal (check_combine_args, src/api/combine.h: the host part of
+// combine_partials) and public (fmha::combine, include/fmha/combine.h), which need no GPU and no kernel: each names its argument with the expected and the actual value. Its
 // values are tested on the GPU (tests/gpu/test_combine.cpp, tests/python/test_torch_gpu.py class Combine).
 #include <gtest/gtest.h>
 
@@ -14,15 +14,20 @@ namespace {
 TEST(CombineArgs, BadArgumentsAreNamed) {
   fmha::detail::CombineArgs a;
   a.splits = 0;
-  EXPECT_NE(fmha::detail::combine_partials(a, nullptr).message().find("splits: expected >= 1, got 0"), std::string::npos);
+  EXPECT_NE(fmha::detail::check_combine_args(a).message().find("splits: expected >= 1, got 0"), std::string::npos);
   a.splits = 2, a.rows = 10, a.tokens = 1, a.heads = 4, a.head_dim = 64;
-  EXPECT_NE(fmha::detail::combine_partials(a, nullptr).message().find("rows: expected a multiple of tokens * heads"),
+  EXPECT_NE(fmha::detail::check_combine_args(a).message().find("rows: expected a multiple of tokens * heads"),
             std::string::npos);
   a.rows = 8, a.head_dim = 513;
-  EXPECT_NE(fmha::detail::combine_partials(a, nullptr).message().find("head_dim"), std::string::npos);
+  EXPECT_NE(fmha::detail::check_combine_args(a).message().find("head_dim"), std::string::npos);
   a.head_dim = 64;
-  EXPECT_NE(fmha::detail::combine_partials(a, nullptr).message().find("o_parts, lse_parts, o: expected non-null"),
+  a.o_dtype = fmha::DType::kFP8E4M3;
+  EXPECT_NE(fmha::detail::check_combine_args(a).message().find("o_dtype: expected fp16, bf16 or fp32"), std::string::npos);
+  a.o_dtype = fmha::DType::kBF16;
+  EXPECT_NE(fmha::detail::check_combine_args(a).message().find("o_parts, lse_parts, o: expected non-null"),
             std::string::npos);
+  a.rows = 0;  // nothing to merge: no pointer needed
+  EXPECT_TRUE(fmha::detail::check_combine_args(a).is_ok());
 }
 
 /// fmha::combine: each bad argument named with the expected and the actual value; a valid call on host buffers is

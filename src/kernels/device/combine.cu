@@ -13,7 +13,7 @@ namespace fmha::detail {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kMaxDim = 512;  // MLA decode's latent 512 (V = the latent rows)
+constexpr int kMaxDim = kCombineMaxHeadDim;  // MLA decode's latent 512 (V = the latent rows)
 constexpr int kPerLane = kMaxDim / 32;
 
 template <class T>
@@ -75,15 +75,8 @@ __global__ void __launch_bounds__(kWarps * 32) combine_kernel(CombineArgs a) {
 }  // namespace
 
 Status combine_partials(const CombineArgs& a, cudaStream_t stream) {
-  const auto str = [](auto x) { return std::to_string(x); };
-  if (a.splits < 1) return invalid_arg("splits", ">= 1", str(a.splits));
-  if (a.rows < 0) return invalid_arg("rows", ">= 0", str(a.rows));
-  if (a.tokens < 1 || a.heads < 1) return invalid_arg("tokens, heads", ">= 1", str(a.tokens) + ", " + str(a.heads));
-  if (a.rows % (a.tokens * a.heads) != 0)
-    return invalid_arg("rows", "a multiple of tokens * heads = " + str(a.tokens * a.heads), str(a.rows));
-  if (a.head_dim < 1 || a.head_dim > kMaxDim) return invalid_arg("head_dim", "1 ... " + str(kMaxDim), str(a.head_dim));
+  if (Status s = check_combine_args(a); !s) return s;
   if (a.rows == 0) return Status::ok();
-  if (!a.o_parts || !a.lse_parts || !a.o) return invalid_arg("o_parts, lse_parts, o", "non-null", "a null pointer");
   const dim3 grid(unsigned((a.rows + kWarps - 1) / kWarps)), block(kWarps * 32);
   switch (a.o_dtype) {
     case DType::kFP32: combine_kernel<float><<<grid, block, 0, stream>>>(a); break;
