@@ -153,6 +153,8 @@ int main(int argc, char** argv) {
   common.warmup = false;
   common.ring_buffers = false;
   common.init_tensors = {"q", "k", "v", "do"};
+  common.verify_help = "Check every element of dQ, dK and dV against the GPU backward reference (fp64 accumulation); "
+                       "without it the tag is [--].";
   add_common_options(t, common);
   t.add_string("dtype", "Element type of Q, K, V, O, dO and the gradients.", std::string("bf16"))
       .one_of({"fp16", "bf16"});

@@ -1,5 +1,6 @@
 // fmha_fwd: forward (context / prefill) attention on Hopper, with the seed's options (docs/seed.md §2.1), --dtype and
-// --json. Runs the kernel on generated inputs, optionally verifies against the CPU reference, reports TFLOPS/s.
+// --json. Runs the kernel on generated inputs, optionally verifies against the reference that --reference names (the
+// GPU one by default), reports TFLOPS/s.
 #include <cstdio>
 #include <iostream>
 #include <regex>
@@ -133,7 +134,10 @@ int main(int argc, char** argv) {
   problem.head_dim_help = "Head dim of Q, K and V: a multiple of 8 from 8 to 128 (32, 64 and 128 have their own "
                           "tiles; other values run on the next larger one with the tail predicated).";
   add_problem_options(t, problem);
-  add_common_options(t);
+  CommonOptionSet common;
+  common.verify_help = "Check O and LSE against the reference that --reference names (the GPU one by default); "
+                       "without it the tag is [--].";
+  add_common_options(t, common);
   t.add_string("dtype", "Element type of Q, K, V and O.", std::string("bf16")).one_of({"fp16", "bf16"});
   t.add_flag("persistent", "Use the persistent tile scheduler (grid = SMs); same as --scheduler=persistent.");
   t.add_string("scheduler", "Tile scheduler: auto (the library chooses), individual (one CTA per tile) or persistent.",

@@ -199,6 +199,8 @@ int main(int argc, char** argv) {
   common.warmup = false, common.ring_buffers = false, common.list_kernels = false;
   common.init_styles = "r10dsn";
   common.init_tensors = {"q", "cache-k", "cache-v", "new-k", "new-v"};
+  common.verify_help = "Check O, LSE and the appended cache rows against the CPU reference; without it the tag is "
+                       "[--].";
   add_common_options(t, common);
   ToolSpec spec;
   spec.name = "fmha_gen";

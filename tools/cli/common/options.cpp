@@ -667,8 +667,8 @@ std::string OptionTable::help_text() const { return Cli11App(program_, summary_,
 // ---------------------------------------------------------------------------------------------------------------
 
 void add_common_options(OptionTable& t, const CommonOptionSet& set) {
-  t.add_flag("verify", "Check the results against the CPU reference; without it the tag is [--].");
-  t.add_flag("verbose", "Print time and shared memory per result: t=<ms>ms, smem=<bytes>b.");
+  t.add_flag("verify", set.verify_help);
+  t.add_flag("verbose", "Print the median time per result: t=<ms>ms (and smem=<bytes>b where a tool knows it).");
   t.add_int("iterations", "Timed runs; the median and mean time are reported.", set.iterations_default).at_least(0);
   if (set.warmup) t.add_int("warmup_iterations", "Untimed runs before timing.", set.warmup_default).at_least(0);
   if (set.ring_buffers) {
@@ -693,7 +693,8 @@ void add_common_options(OptionTable& t, const CommonOptionSet& set) {
         });
   }
   if (set.list_kernels) t.add_flag("list-kernels", "List the kernel variants of this tool and exit (needs no GPU).");
-  t.add_string("json", "Also write one JSON object per result to this file.")
+  t.add_string("json", "Also write the results to this file: one JSON document per run of the tool, its results in "
+                       "the array `runs`.")
       .default_text_is("no file")
       .value_name_is("file");
   std::string styles;

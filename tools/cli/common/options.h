@@ -190,6 +190,8 @@ struct CommonOptionSet {
   bool ring_buffers = true;      ///< --tensor_ring_buffers
   bool kernel_filter = true;     ///< --kernel-filter
   bool list_kernels = true;      ///< --list-kernels
+  /// --verify's help: what the results are checked against (the tool's reference).
+  std::string verify_help = "Check the results against the CPU reference; without it the tag is [--].";
   std::string init_styles = "r1dsn";  ///< codes accepted by --init-style and the per-tensor variants
   std::vector<std::string> init_tensors = {"q", "k", "v"};  ///< adds --init-style-<t> for each
 };
