@@ -126,8 +126,8 @@ def main():
                     help="add the MLA prefill rows: head dims 192 / 128, batch 1, 128 heads, causal (--mla-seqlens)")
     ap.add_argument("--mla-seqlens", default="8192")
     ap.add_argument("--fa3-mla", action="store_true",
-                    help="time FA3 on the MLA rows too (its build needs hdim 192 backward kernels: build_fa3.sh bwd "
-                         "mla; without them its backward crashes the process)")
+                    help="time FA3 on the MLA rows too (its build needs hdim 192 backward kernels: "
+                         "scripts/build_fa3.sh SRC DEST bwd mla; without them its backward crashes the process)")
     ap.add_argument("--plot", metavar="OUT.png")
     args = ap.parse_args()
     variants = [x for x in args.variants.split(",") if x]

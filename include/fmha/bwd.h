@@ -63,6 +63,9 @@ struct BwdParams {
   const void* d_o = nullptr;
   const float* lse = nullptr;
   const float* d_lse = nullptr;  ///< optional: the gradient of LSE, fp32 in lse's layout; null = none (0)
+  /// The gradients, outputs: bwd overwrites every element of their valid rows and columns (it stores, never adds
+  /// into what they held, so they need no zeroing and may hold NaN before the call); rows and columns outside the
+  /// entries and the head dims (stride padding) are not written.
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
@@ -76,6 +79,8 @@ struct BwdParams {
   int64_t dv_row_stride = 0, dv_head_stride = 0, dv_batch_stride = 0;
 
   MaskType mask = MaskType::kNone;
+  /// The forward's causal alignment (used with mask = kCausal). The default here is kQBegin (top-left), as in
+  /// FwdParams; the Python API (fmha.attention, whose autograd calls the backward) defaults to "q_end" (kQEnd).
   CausalAlign causal_align = CausalAlign::kQBegin;
   float softmax_scale = 0.f;  ///< the forward's; 0 means 1/sqrt(head_dim)
   BwdAlgorithm algorithm = BwdAlgorithm::kAuto;

@@ -38,10 +38,12 @@ enum class Toggle { kAuto, kOff, kOn };
 ///    No padding is needed before the first entry or after the last; rows outside an entry are never used in its
 ///    results and never written, even when they hold NaN.
 ///  * LSE (optional, fp32, natural log of Σ exp(scale·s)): dense [batch][heads_q][seqlen_q]; varlen [heads_q][total_q].
-///    A query row that sees no key gets O = 0 and LSE = −inf. Accuracy: fp32 sums of the exponentials, except in
-///    the kernels with 192-row tiles (head dims ≤ 64; seqlen_k > 1024 non-causal, > 2048 causal), which sum P as
-///    rounded to fp16 / bf16 for P·V: LSE then moves by that rounding, and O is normalised by the sum of the same
-///    rounded weights that multiply V (docs/numerics.md, "Row sums of the rounded P").
+///    It has no stride fields: it must be contiguous in that layout (element (b, h, i) at (b·heads_q + h)·seqlen_q
+///    + i dense; varlen, packed row r at h·total_q + r), as bwd reads it. A query row that sees no key gets O = 0
+///    and LSE = −inf. Accuracy: fp32 sums of the exponentials, except in the kernels with 192-row tiles (head dims ≤ 64; seqlen_k
+///    > 1024 non-causal, > 2048 causal), which sum P as rounded to fp16 / bf16 for P·V: LSE then moves by that
+///    rounding, and O is normalised by the sum of the same rounded weights that multiply V (docs/numerics.md, "Row
+///    sums of the rounded P").
 ///  * GQA/MQA: query head h uses K/V head h / (heads_q / heads_kv).
 /// Alignment: q, k, v, o 16-byte aligned; every row, head and batch stride a positive multiple of 8 elements
 /// (16 bytes) below 2^39 elements (a head or batch stride may be 0 where that mode has one entry); lse and
@@ -83,6 +85,9 @@ struct FwdParams {
   int64_t o_row_stride = 0, o_head_stride = 0, o_batch_stride = 0;
 
   MaskType mask = MaskType::kNone;
+  /// Alignment of the causal diagonal (used with mask = kCausal). The default here is kQBegin (top-left), as in
+  /// fmha_fwd_params_init and the tools' --causal-type; the Python API (fmha.attention) defaults to "q_end"
+  /// (kQEnd, bottom-right). The two agree when seqlen_q = seqlen_k.
   CausalAlign causal_align = CausalAlign::kQBegin;
   float softmax_scale = 0.f;  ///< 0 means 1/sqrt(head_dim)
 

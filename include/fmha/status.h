@@ -17,20 +17,29 @@ enum class StatusCode {
 };
 
 /// Result of a library call: a code and, on failure, a message that names the offending argument
-/// with the expected versus actual value, e.g. "h % h_k: expected 0, got 3 (h=9, h_k=6)".
+/// with the expected versus actual value, e.g. "heads_q % heads_kv: expected 0, got 2 (heads_q=32, heads_kv=5)".
 /// The library never prints, throws across its API, or exits; it returns a Status instead.
+/// Library calls make and return Status values; a user normally only reads one (is_ok or bool, code, message).
 class Status {
  public:
+  /// Success: code kSuccess, empty message.
   Status() = default;
+  /// A status of `code` with `message` (for a failure: what went wrong, as the library words it).
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
+  /// Success (the same as Status()).
   static Status ok() { return Status(); }
+  /// kInvalidArgument with message `m` (the argument, the expected and the actual value).
   static Status invalid(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
+  /// kNotSupported with message `m` (a valid request no kernel of this build or device takes).
   static Status unsupported(std::string m) { return Status(StatusCode::kNotSupported, std::move(m)); }
 
+  /// Whether the code is kSuccess.
   bool is_ok() const { return code_ == StatusCode::kSuccess; }
+  /// is_ok(), so that `if (!s) return s;` propagates a failure.
   explicit operator bool() const { return is_ok(); }
   StatusCode code() const { return code_; }
+  /// Empty on the library's successes; on a failure it names the argument, the failing call or the broken invariant.
   const std::string& message() const { return message_; }
 
  private:

@@ -6,7 +6,13 @@
 
 namespace fmha {
 
-/// Element type of a tensor in device memory.
+/// Element type of a tensor in device memory. What each operation accepts today:
+///  * fwd (fmha/fwd.h), bwd (fmha/bwd.h), decode (fmha/decode.h): fp16 or bf16 for Q, K, V, O, the caches and the
+///    gradients (outputs in the input type); LSE and its gradient are fp32. Other dtypes return kNotSupported
+///    naming "dtype".
+///  * combine (fmha/combine.h): fp32 partial results (o_parts, lse_parts), O in fp16, bf16 or fp32, LSE fp32.
+///  * The fp8 types (kFP8E4M3, kFP8E5M2) are in the interface for the planned fp8 kernels; no operation takes them
+///    yet (the CPU reference converts them, reference/dtype.h).
 enum class DType {
   kFP16,     ///< IEEE binary16 (1-5-10)
   kBF16,     ///< bfloat16 (1-8-7)
@@ -37,7 +43,9 @@ enum class CausalAlign {
   kQEnd,    ///< bottom-right: row i sees keys j ≤ i + Sk − Sq (rows i < Sq − Sk see no key)
 };
 
+/// Short name used in kernel names and JSON: "none", "residual", "causal".
 const char* to_string(MaskType m);
+/// Short name used in kernel names and JSON: "qbegin", "qend" (the tools' --causal-type values).
 const char* to_string(CausalAlign a);
 
 /// Alignment in bytes that every workspace pointer must have.
