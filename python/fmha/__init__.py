@@ -202,6 +202,15 @@ def combine(out_parts, lse_parts, *, out_dtype=None):
       ValueError naming the argument: dtypes other than float32, shapes that do not match, non-contiguous tensors,
       ``d`` outside 1 … 512, no part, ``n × rows`` ≥ 2^31 − 64, tensors not on one CUDA device, another
       ``out_dtype``; NotImplementedError without an sm_90 GPU; RuntimeError for a CUDA failure.
+
+    Example: :func:`attention` returns ``out`` ``[b, s, h, d]`` but ``lse`` ``[b, h, s]``, so its LSE is transposed to
+    the rows of ``out`` first::
+
+        o1, l1 = attention(q, k[:, :half], v[:, :half], return_lse=True)
+        o2, l2 = attention(q, k[:, half:], v[:, half:], return_lse=True)
+        out, lse = combine(torch.stack([o1.float(), o2.float()]),
+                           torch.stack([l1.transpose(1, 2), l2.transpose(1, 2)]).contiguous())
+        # out [b, s, h, d] float32 equals attention(q, k, v); lse [b, s, h]
     """
     return torch.ops.fmha.combine(out_parts, lse_parts, out_dtype)
 
