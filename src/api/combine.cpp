@@ -28,6 +28,16 @@ Status check_combine_args(const CombineArgs& a) {
   return Status::ok();
 }
 
+#ifndef FMHA_WITH_KERNELS
+// A build without kernels (kernel set `none`): the checks, then kNotBuilt for any work (the kernel is in
+// kernels/device/combine.cu, compiled with the kernel units).
+Status combine_partials(const CombineArgs& a, cudaStream_t) {
+  if (Status s = check_combine_args(a); !s) return s;
+  if (a.rows == 0) return Status::ok();
+  return Status(StatusCode::kNotBuilt, "combine: this build has no kernels (FMHA_KERNEL_SET=none)");
+}
+#endif
+
 }  // namespace detail
 
 Status combine(const CombineParams& p, cudaStream_t stream) {
@@ -71,7 +81,7 @@ Status combine(const CombineParams& p, cudaStream_t stream) {
   return detail::combine_partials(a, stream);
 #else
   (void)stream;
-  return Status(StatusCode::kNotBuilt, "combine: this build has no kernels (FMHA_KERNELS empty)");
+  return Status(StatusCode::kNotBuilt, "combine: this build has no kernels (FMHA_KERNEL_SET=none)");
 #endif
 }
 

@@ -41,7 +41,7 @@ constexpr int kCombineMaxHeadDim = 512;
 Status check_combine_args(const CombineArgs& a);
 
 /// Checks the arguments (check_combine_args), then launches the combine on `stream` (nothing for rows = 0).
-/// kCudaError when the launch fails. Defined with the kernel (kernels/device/combine.cu): only in builds with kernels.
+/// kCudaError when the launch fails; kNotBuilt in a build without kernels (kernel set `none`, src/api/combine.cpp).
 Status combine_partials(const CombineArgs& a, cudaStream_t stream);
 
 }  // namespace fmha::detail

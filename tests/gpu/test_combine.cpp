@@ -55,6 +55,10 @@ void run_case(int splits, int batch, int tokens, int heads, int d, DType out, ui
   a.o = d_o, a.o_dtype = out, a.o_batch_stride = bs, a.o_token_stride = ts, a.o_head_stride = hs;
   a.lse = static_cast<float*>(d_lse);
   const fmha::Status st = fmha::detail::combine_partials(a, nullptr);
+  if (st.code() == fmha::StatusCode::kNotBuilt) {
+    for (void* p : {d_parts, d_lse_parts, d_o, d_lse}) cudaFree(p);
+    GTEST_SKIP() << st.message();
+  }
   ASSERT_TRUE(st.is_ok()) << st.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<float> lse(rows);
