@@ -17,10 +17,19 @@
 # top of a device call and run the tests meanwhile. Then: PYTHONPATH=DEST/hopper python3 -c 'import flash_attn_interface'
 set -u
 usage="usage: scripts/build_fa3.sh SRC DEST [fp16] [bwd] [decode] [fp8] [mla] [d256]"
-src=${1:?$usage}
-dest=$(realpath -m "${2:?$usage}")
+[ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
+src=$1
+dest=$(realpath -m "$2")
 shift 2
 mkdir -p "$dest" || exit 1
+rm -f "$dest/build.rc"
+trap 'echo $? > "$dest/build.rc"' EXIT  # every exit, early ones included, leaves its status for a poller
+for feature in "$@"; do
+  case $feature in
+    fp16 | bwd | decode | fp8 | mla | d256) ;;
+    *) echo "build_fa3.sh: feature: expected one of fp16 bwd decode fp8 mla d256, got '$feature'" >&2; exit 2 ;;
+  esac
+done
 if [ -d "$src" ]; then
   cp -r "$src"/. "$dest"/ || exit 1
 else
@@ -44,13 +53,11 @@ for feature in "$@"; do
     fp8) enable FP8 ;;
     mla) enable HDIMDIFF64 HDIMDIFF192 HDIM192 ;;
     d256) enable HDIM256 HDIM192 ;;
-    *) echo "build_fa3.sh: feature: expected one of fp16 bwd decode fp8 mla d256, got '$feature'" >&2; exit 2 ;;
   esac
 done
 cd "$dest/hopper" || exit 1
 start=$(date +%s)
 MAX_JOBS=${MAX_JOBS:-$(nproc)} NVCC_THREADS=${NVCC_THREADS:-2} python3 setup.py build_ext --inplace > "$dest/build.log" 2>&1
 rc=$?
-echo "$rc" > "$dest/build.rc"
 echo "build_fa3.sh: rc=$rc in $(( $(date +%s) - start )) s (features: $*); log $dest/build.log"
 exit $rc
