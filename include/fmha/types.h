@@ -9,7 +9,7 @@ namespace fmha {
 /// Element type of a tensor in device memory. What each operation accepts today:
 ///  * fwd (fmha/fwd.h), bwd (fmha/bwd.h), decode (fmha/decode.h): fp16 or bf16 for Q, K, V, O, the caches and the
 ///    gradients (outputs in the input type); LSE and its gradient are fp32. Other dtypes return kNotSupported
-///    naming "dtype".
+///    naming "dtype" (fwd: an out_dtype other than dtype, naming "out_dtype").
 ///  * combine (fmha/combine.h): fp32 partial results (o_parts, lse_parts), O in fp16, bf16 or fp32, LSE fp32.
 ///  * The fp8 types (kFP8E4M3, kFP8E5M2) are in the interface for the planned fp8 kernels; no operation takes them
 ///    yet (the CPU reference converts them, reference/dtype.h).

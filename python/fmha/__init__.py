@@ -209,8 +209,8 @@ def combine(out_parts, lse_parts, *, out_dtype=None):
         o1, l1 = attention(q, k[:, :half], v[:, :half], return_lse=True)
         o2, l2 = attention(q, k[:, half:], v[:, half:], return_lse=True)
         out, lse = combine(torch.stack([o1.float(), o2.float()]),
-                           torch.stack([l1.transpose(1, 2), l2.transpose(1, 2)]).contiguous())
-        # out [b, s, h, d] float32 equals attention(q, k, v); lse [b, s, h]
+                           torch.stack([l1.transpose(1, 2), l2.transpose(1, 2)]))
+        # out [b, s, h, d] float32 ≈ attention(q, k, v) (up to the halves' rounding to q's dtype); lse [b, s, h]
     """
     return torch.ops.fmha.combine(out_parts, lse_parts, out_dtype)
 

@@ -1,6 +1,7 @@
 // The split-KV combine's argument checks, internal (check_combine_args, src/api/combine.h: the host part of
-// combine_partials) and public (fmha::combine, include/fmha/combine.h), which need no GPU and no kernel: each names its argument with the expected and the actual value. Its
-// values are tested on the GPU (tests/gpu/test_combine.cpp, tests/python/test_torch_gpu.py class Combine).
+// combine_partials) and public (fmha::combine, include/fmha/combine.h), which need no GPU and no kernel: each names
+// its argument with the expected and the actual value. Its values are tested on the GPU (tests/gpu/test_combine.cpp,
+// tests/python/test_torch_gpu.py class Combine).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -22,7 +23,8 @@ TEST(CombineArgs, BadArgumentsAreNamed) {
   EXPECT_NE(fmha::detail::check_combine_args(a).message().find("head_dim"), std::string::npos);
   a.head_dim = 64;
   a.o_dtype = fmha::DType::kFP8E4M3;
-  EXPECT_NE(fmha::detail::check_combine_args(a).message().find("o_dtype: expected fp16, bf16 or fp32"), std::string::npos);
+  EXPECT_NE(fmha::detail::check_combine_args(a).message().find("o_dtype: expected fp16, bf16 or fp32"),
+            std::string::npos);
   a.o_dtype = fmha::DType::kBF16;
   EXPECT_NE(fmha::detail::check_combine_args(a).message().find("o_parts, lse_parts, o: expected non-null"),
             std::string::npos);

@@ -668,7 +668,7 @@ std::string OptionTable::help_text() const { return Cli11App(program_, summary_,
 
 void add_common_options(OptionTable& t, const CommonOptionSet& set) {
   t.add_flag("verify", set.verify_help);
-  t.add_flag("verbose", "Print the median time per result: t=<ms>ms (and smem=<bytes>b where a tool knows it).");
+  t.add_flag("verbose", "Print the median time per result: t=<ms>ms.");
   t.add_int("iterations", "Timed runs; the median and mean time are reported.", set.iterations_default).at_least(0);
   if (set.warmup) t.add_int("warmup_iterations", "Untimed runs before timing.", set.warmup_default).at_least(0);
   if (set.ring_buffers) {
