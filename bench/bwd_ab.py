@@ -14,21 +14,17 @@ call's rows few. Times are fmha_bwd's median per process; each build's figure is
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_common import abba, parse_builds, run_json  # noqa: E402
 
 
 def run(binary, d, causal, algo, a):
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "r.json")
-        cmd = [binary, f"--dtype={a.dtype}", f"--d={d}", f"--h={2048 // d}", f"--b={max(1, 16384 // a.seqlen)}",
-               f"--q={a.seqlen}", f"--k={a.seqlen}", f"--mask={'causal' if causal else 'none'}",
-               f"--iterations={a.iterations}", f"--json={out}"] + (["--two-pass"] if algo == "2p" else [])
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.exit(f"bwd_ab: {' '.join(cmd)} failed ({p.returncode}): {p.stdout[-500:]} {p.stderr[-500:]}")
-        return json.load(open(out))["runs"][0]["time_ms_median"]
+    args = [f"--dtype={a.dtype}", f"--d={d}", f"--h={2048 // d}", f"--b={max(1, 16384 // a.seqlen)}",
+            f"--q={a.seqlen}", f"--k={a.seqlen}", f"--mask={'causal' if causal else 'none'}",
+            f"--iterations={a.iterations}"] + (["--two-pass"] if algo == "2p" else [])
+    return run_json(binary, args, "bwd_ab")["time_ms_median"]
 
 
 def main():
@@ -42,12 +38,7 @@ def main():
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
     ap.add_argument("--json")
     a = ap.parse_args()
-    builds = []
-    for b in a.builds:
-        name, sep, path = b.partition("=")
-        if not sep or not name or not os.access(path, os.X_OK):
-            ap.error(f"builds: expected NAME=executable fmha_bwd, got {b!r}")
-        builds.append((name, path))
+    builds = parse_builds(ap, a.builds, "fmha_bwd")
     rows = []
     for r in a.rows.split(","):
         if not r.startswith("d") or not r.rstrip("c")[1:].isdigit():
@@ -59,10 +50,7 @@ def main():
     result = []
     for d, causal in rows:
         for algo in algos:
-            times = {name: [] for name, _ in builds}
-            for _ in range(a.rounds):
-                for name, path in builds + builds[::-1]:
-                    times[name].append(run(path, d, causal, algo, a))
+            times = abba(builds, a.rounds, lambda path: run(path, d, causal, algo, a))
             best = {name: min(t) for name, t in times.items()}
             base = best[builds[0][0]]
             label = f"d{d} {'causal' if causal else 'none'} {algo}"

@@ -15,21 +15,17 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_common import abba, parse_builds, run_json  # noqa: E402
 
 
 def run(binary, b, k, page, a):
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "r.json")
-        cmd = [binary, f"--b={b}", f"--k={k}", f"--h={a.h}", f"--h_k={a.h_k}", f"--d={a.d}", f"--q={a.q}",
-               f"--page={page}", "--cache-only", "--init-style=1", f"--iterations={a.iterations}", f"--json={out}"]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.exit(f"decode_ab: {' '.join(cmd)} failed ({p.returncode}): {p.stdout[-500:]} {p.stderr[-500:]}")
-        r = json.load(open(out))["runs"][0]
-        return r["extra"]["bytes"] * 1e-12 / (r["time_ms_median"] * 1e-3)
+    r = run_json(binary, [f"--b={b}", f"--k={k}", f"--h={a.h}", f"--h_k={a.h_k}", f"--d={a.d}", f"--q={a.q}",
+                          f"--page={page}", "--cache-only", "--init-style=1", f"--iterations={a.iterations}"],
+                 "decode_ab")
+    return r["extra"]["bytes"] * 1e-12 / (r["time_ms_median"] * 1e-3)
 
 
 def main():
@@ -45,21 +41,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json")
     a = ap.parse_args()
-    builds = []
-    for spec in a.builds:
-        name, sep, path = spec.partition("=")
-        if not sep or not os.access(path, os.X_OK):
-            sys.exit(f"decode_ab: expected NAME=executable fmha_gen, got {spec!r}")
-        builds.append((name, path))
+    builds = parse_builds(ap, a.builds, "fmha_gen")
     rows = [tuple(int(x) for x in r.split("x")) for r in a.rows.split(",")]
     pages = [int(x) for x in a.pages.split(",")]
     res = {}  # (b, k, page) -> name -> [TB/s]
     for b, k in rows:
         for page in pages:
-            cell = res.setdefault((b, k, page), {n: [] for n, _ in builds})
-            for _ in range(a.rounds):
-                for name, path in builds + builds[::-1]:
-                    cell[name].append(run(path, b, k, page, a))
+            res[(b, k, page)] = abba(builds, a.rounds, lambda path: run(path, b, k, page, a))
     base = builds[0][0]
     print(f"median TB/s of the base ({base}) and each build / base")
     print(f"{'b':>4} {'L':>7} {'page':>5} | {base:>8} | " + " ".join(f"{n:>8}" for n, _ in builds[1:]))
