@@ -87,8 +87,8 @@ struct DecodeParams {
 
   float softmax_scale = 0.f;  ///< 0 means 1/sqrt(head_dim)
   int splits = 0;             ///< key splits: 0 = the heuristic (DecodePlan), else at most this many
-  int sm_count = 0;           ///< SMs the heuristic fills; 0 or more than the device has = all (decode_plan then
-                              ///< queries the device; up to 132 it plans without one)
+  int sm_count = 0;           ///< SMs the heuristic fills (two CTAs each); 0 or more than the device has = all
+                              ///< (decode_plan then queries the device; up to 132 it plans without one)
 };
 
 /// Fills every stride of `p` for contiguous tensors (q, o, k_new, v_new [batch][n][heads][head_dim]; caches
@@ -108,7 +108,7 @@ struct DecodePlan {
   int splits = 1;          ///< key ranges per (entry, K/V head); 1: no combine
   int keys_per_split = 0;  ///< a multiple of block_n
   int num_tiles = 0;       ///< batch · heads_kv · m_blocks · splits
-  int grid = 0;            ///< CTAs launched (≤ num_tiles)
+  int grid = 0;            ///< CTAs launched (≤ num_tiles and ≤ two per SM): a persistent grid
   std::size_t workspace_bytes = 0;  ///< fp32 partial O and LSE of the splits (0 with one split)
 };
 
@@ -126,7 +126,7 @@ std::size_t decode_workspace_size(const DecodePlan& plan);
 /// fwd. Capturable in a CUDA graph (no host synchronisation, no allocation).
 Status decode(const DecodeParams& p, const DecodePlan& plan, Workspace workspace, cudaStream_t stream = nullptr);
 
-/// Display name of the kernel decode runs with `plan`, e.g. "decode bf16 d128 64x128 split 4".
+/// Display name of the kernel decode runs with `plan`, e.g. "decode bf16 d128 64x64 split 4".
 std::string decode_kernel_name(const DecodeParams& p, const DecodePlan& plan);
 
 }  // namespace fmha

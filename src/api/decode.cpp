@@ -8,6 +8,7 @@
 #include "api/host.h"
 #include "api/registry.h"
 #include "fmha/decode.h"
+#include "kernels/fwd_tiles.h"
 #include "kernels/kernel/decode_plan.hpp"
 
 namespace fmha {
@@ -19,14 +20,15 @@ Status bad(const std::string& arg, const std::string& expected, const std::strin
   return detail::invalid_arg(arg, expected, actual);
 }
 
-constexpr int kDecodeBlockM = 64;   // kernel::kDecodeBlockM (the kernel header needs nvcc)
-constexpr int kDecodeBlockN = 128;  // tiles::fwd_block_n
+using tiles::kDecodeBlockM;
 constexpr int kMaxNewTokens = 16;
 constexpr int kMaxHeadDim = 128;
 constexpr int64_t kMaxStride = detail::kMaxTmaStride;  // TMA strides are < 2^40 bytes
 constexpr int kMaxKeys = std::numeric_limits<int32_t>::max() - 1024;
 
-int decode_tile(int head_dim) { return head_dim <= 64 ? 64 : 128; }
+int decode_tile(int head_dim) { return tiles::decode_head_dim_tile(head_dim); }
+/// Keys per key block of the kernel that runs head dim `head_dim`.
+int decode_block_n(int head_dim) { return tiles::decode_block_n(decode_tile(head_dim)); }
 
 /// An sm_count up to this plans without a device query (no sm_90 part has more SMs); above it, the device's count.
 constexpr int kMaxSmsWithoutQuery = 132;
@@ -158,16 +160,17 @@ Status check_plan(const DecodeParams& p, const DecodePlan& plan) {
   // The rest must be consistent with the shape (a plan edited by hand could make the kernel read past its grid or
   // its workspace).
   if (plan.block_m != kDecodeBlockM) return field("block_m", kDecodeBlockM, plan.block_m);
-  if (plan.block_n != kDecodeBlockN) return field("block_n", kDecodeBlockN, plan.block_n);
+  const int block_n = decode_block_n(p.head_dim);
+  if (plan.block_n != block_n) return field("block_n", block_n, plan.block_n);
   const int m_blocks = (p.heads_q / p.heads_kv * p.new_tokens + kDecodeBlockM - 1) / kDecodeBlockM;
   if (plan.m_blocks != m_blocks) return field("m_blocks", m_blocks, plan.m_blocks);
-  const int key_blocks = std::max(1, (max_keys + kDecodeBlockN - 1) / kDecodeBlockN);
+  const int key_blocks = std::max(1, (max_keys + block_n - 1) / block_n);
   if (plan.splits < 1 || plan.splits > key_blocks)
     return bad("plan.splits", "in [1, " + str(key_blocks) + "]", str(plan.splits));
-  if (plan.keys_per_split < kDecodeBlockN || plan.keys_per_split % kDecodeBlockN != 0 ||
+  if (plan.keys_per_split < block_n || plan.keys_per_split % block_n != 0 ||
       int64_t(plan.keys_per_split) * plan.splits < max_keys ||
       int64_t(plan.keys_per_split) * (plan.splits - 1) >= std::max(max_keys, 1))
-    return bad("plan.keys_per_split", "whole key blocks of " + str(kDecodeBlockN) + " covering max_seqlen_k " +
+    return bad("plan.keys_per_split", "whole key blocks of " + str(block_n) + " covering max_seqlen_k " +
                                           str(max_keys) + " in plan.splits " + str(plan.splits) + " ranges",
                str(plan.keys_per_split));
   const int64_t tiles = int64_t(p.batch) * p.heads_kv * m_blocks * plan.splits;
@@ -213,9 +216,11 @@ Status decode_plan(const DecodeParams& p, DecodePlan* plan) {
   s.batch = p.batch, s.heads_q = p.heads_q, s.heads_kv = p.heads_kv, s.head_dim = p.head_dim;
   s.new_tokens = p.new_tokens;
   s.max_seqlen_k = p.max_seqlen_k == 0 ? seq_capacity(p) : p.max_seqlen_k;
-  s.sm_count = sms, s.block_m = kDecodeBlockM, s.block_n = kDecodeBlockN, s.splits = p.splits;
+  const int block_n = decode_block_n(p.head_dim);
+  const int slots = sms * tiles::kDecodeCtasPerSm;  // CTAs resident at once
+  s.cta_slots = slots, s.block_m = kDecodeBlockM, s.block_n = block_n, s.splits = p.splits;
   const int64_t base = int64_t(p.batch) * p.heads_kv * ((p.heads_q / p.heads_kv * p.new_tokens + kDecodeBlockM - 1) / kDecodeBlockM);
-  const int64_t key_blocks = std::max(1, (s.max_seqlen_k + kDecodeBlockN - 1) / kDecodeBlockN);
+  const int64_t key_blocks = std::max(1, (s.max_seqlen_k + block_n - 1) / block_n);
   const int64_t most_splits = p.splits > 0 ? std::min<int64_t>(p.splits, key_blocks) : std::min<int64_t>(kernel::kMaxSplits, key_blocks);
   if (base * most_splits > (int64_t(1) << 30))  // tile indices are int32, stepped by the grid
     return bad("batch × heads_kv × row blocks × splits", "≤ 2^30 tiles", str(base * most_splits));
@@ -223,10 +228,10 @@ Status decode_plan(const DecodeParams& p, DecodePlan* plan) {
   DecodePlan out;
   out.batch = p.batch, out.heads_q = p.heads_q, out.heads_kv = p.heads_kv, out.head_dim = p.head_dim;
   out.new_tokens = p.new_tokens, out.max_seqlen_k = s.max_seqlen_k;
-  out.block_m = kDecodeBlockM, out.block_n = kDecodeBlockN;
+  out.block_m = kDecodeBlockM, out.block_n = block_n;
   out.m_blocks = info.m_blocks, out.splits = info.splits, out.keys_per_split = info.keys_per_split;
   out.num_tiles = info.num_tiles;
-  out.grid = std::min(info.num_tiles, sms);
+  out.grid = std::min(info.num_tiles, slots);
   out.workspace_bytes = info.workspace_bytes();
   *plan = out;
   return Status::ok();

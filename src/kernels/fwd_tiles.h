@@ -68,4 +68,23 @@ constexpr int fwd_stages(int /*head_dim_tile*/) { return 2; }
 /// Largest head dim the forward kernels take.
 constexpr int kFwdMaxHeadDim = 128;
 
+// ---- decode (src/kernels/kernel/decode_kernel.cuh, src/api/decode.cpp): the forward kernel's body with one consumer
+// warpgroup of 64 packed query rows. Decode streams the cache once, so it is bound by memory: two CTAs share an SM,
+// so that while one CTA's consumers load Q, run a tile's first softmax or write its outputs, the other CTA's
+// producer keeps the SM's loads in flight (with one CTA per SM the memory pipe idled at every tile boundary: 0.62×
+// cuDNN at 128 × 1k keys, docs/perf-log.md). Each CTA then holds one Q buffer and two K and two V stages of 16 KiB
+// (64 keys at head-dim tile 128, 128 keys at 64) and no O staging (decode stores O from registers).
+
+/// Query rows per decode tile (one consumer warpgroup).
+constexpr int kDecodeBlockM = 64;
+
+/// CTAs of the decode kernel resident per SM (the plan counts sm_count · this many CTA slots).
+constexpr int kDecodeCtasPerSm = 2;
+
+/// Keys per decode key block at a head-dim tile (64 or 128): one K or V stage is 16 KiB of 16-bit elements.
+constexpr int decode_block_n(int head_dim_tile) { return head_dim_tile <= 64 ? 128 : 64; }
+
+/// Head-dim tile of the decode kernel that runs a head dim (a multiple of 8 up to 128).
+constexpr int decode_head_dim_tile(int head_dim) { return head_dim <= 64 ? 64 : 128; }
+
 }  // namespace fmha::tiles

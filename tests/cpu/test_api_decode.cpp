@@ -80,12 +80,13 @@ TEST(ApiDecode, PlanForKnownShapes) {
   EXPECT_EQ(plan.m_blocks, 1);
   EXPECT_GT(plan.splits, 1);
   EXPECT_EQ(plan.num_tiles, 4 * 8 * plan.splits);
-  EXPECT_LE(plan.grid, 132);
+  EXPECT_LE(plan.grid, 132 * 2);  // two CTAs per SM
+  EXPECT_EQ(plan.block_n, 64);     // head dim 128: 64-key blocks
   EXPECT_GE(int64_t(plan.splits) * plan.keys_per_split, 4096);
   EXPECT_EQ(plan.keys_per_split % plan.block_n, 0);
   EXPECT_GT(plan.workspace_bytes, 0u);
   EXPECT_EQ(fmha::decode_workspace_size(plan), plan.workspace_bytes);
-  p.batch = 128, p.slots = 128;  // 1024 tiles fill the SMs: one split, no workspace
+  p.batch = 128, p.slots = 128;  // 1024 tiles fill the 264 CTA slots: one split, no workspace
   ASSERT_TRUE(fmha::decode_plan(p, &plan).is_ok());
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.workspace_bytes, 0u);
@@ -95,7 +96,7 @@ TEST(ApiDecode, PlanForKnownShapes) {
   p = base(), p.heads_kv = 1, p.new_tokens = 4;  // 32 · 4 = 128 packed rows: two row blocks per K/V head
   ASSERT_TRUE(fmha::decode_plan(p, &plan).is_ok());
   EXPECT_EQ(plan.m_blocks, 2);
-  EXPECT_EQ(fmha::decode_kernel_name(p, plan).rfind("decode bf16 d128 64x128 split ", 0), 0u)
+  EXPECT_EQ(fmha::decode_kernel_name(p, plan).rfind("decode bf16 d128 64x64 split ", 0), 0u)
       << fmha::decode_kernel_name(p, plan);
 }
 

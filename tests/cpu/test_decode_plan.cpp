@@ -61,7 +61,7 @@ TEST(DecodePlan, EveryRowSeesEveryKeyOnceForRandomProblems) {
     s.heads_q = s.heads_kv * ratios[g() % 5];
     s.new_tokens = 1 + int(g() % 16);
     s.max_seqlen_k = int(g() % 5000);
-    s.sm_count = 1 + int(g() % 132);
+    s.cta_slots = 1 + int(g() % 132);
     s.block_m = g() % 2 ? 64 : 128;
     s.splits = g() % 3 == 0 ? int(g() % 140) : 0;  // forced counts, 0 and above the key blocks included
     std::vector<int> lens(size_t(s.batch));
@@ -73,17 +73,17 @@ TEST(DecodePlan, EveryRowSeesEveryKeyOnceForRandomProblems) {
 
 TEST(DecodePlan, SplitHeuristic) {
   DecodeShape s;
-  s.heads_q = 32, s.heads_kv = 8, s.max_seqlen_k = 4096, s.sm_count = 132;
-  s.batch = 64;  // 512 tiles already fill 132 SMs: one split, no workspace
+  s.heads_q = 32, s.heads_kv = 8, s.max_seqlen_k = 4096, s.cta_slots = 132;
+  s.batch = 64;  // 512 tiles already fill 132 CTA slots: one split, no workspace
   DecodePlanInfo p = make_decode_plan(s);
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.workspace_bytes(), 0u);
-  s.batch = 1, s.max_seqlen_k = 131072;  // 8 tiles for 132 SMs: many splits, at least kMinKeysPerSplit keys each
+  s.batch = 1, s.max_seqlen_k = 131072;  // 8 tiles for 132 CTA slots: many splits, at least kMinKeysPerSplit keys each
   p = make_decode_plan(s);
   EXPECT_GE(p.splits, 8);
   EXPECT_LE(p.splits, fmha::kernel::kMaxSplits);
   EXPECT_GE(p.keys_per_split, fmha::kernel::kMinKeysPerSplit);
-  EXPECT_GE(fmha::kernel::decode_wave_efficiency(p.num_tiles, s.sm_count), 0.8);
+  EXPECT_GE(fmha::kernel::decode_wave_efficiency(p.num_tiles, s.cta_slots), 0.8);
   s.max_seqlen_k = 300;  // too short to split usefully
   EXPECT_EQ(make_decode_plan(s).splits, 1);
   s.max_seqlen_k = 0;
@@ -98,7 +98,7 @@ TEST(DecodePlan, SplitHeuristic) {
 TEST(DecodePlan, PackedRowsAndWorkspace) {
   DecodeShape s;
   s.batch = 3, s.heads_q = 40, s.heads_kv = 8, s.new_tokens = 16, s.head_dim = 128, s.max_seqlen_k = 9000;
-  s.sm_count = 132, s.block_m = 64, s.splits = 4;
+  s.cta_slots = 132, s.block_m = 64, s.splits = 4;
   const DecodePlanInfo p = make_decode_plan(s);
   EXPECT_EQ(p.rows_per_head, 5 * 16);
   EXPECT_EQ(p.m_blocks, 2);  // 80 rows of one K/V head need two CTAs of 64 rows

@@ -117,6 +117,12 @@ Status decode_run(const DecodeParams& a, const DecodePlan& plan, void* workspace
                              "cudaFuncSetAttribute(decode_kernel, max dynamic shared memory)");
       !s)
     return s;
+  // All of the SM's unified memory as shared memory, so that Config::kCtasPerSm CTAs fit side by side.
+  if (Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                  int(cudaSharedmemCarveoutMaxShared)),
+                             "cudaFuncSetAttribute(decode_kernel, shared memory carveout)");
+      !s)
+    return s;
   kernel<<<plan.grid, Config::kThreads, smem, stream>>>(p);
   if (Status s = cuda_status(cudaGetLastError(), "launch decode_kernel"); !s) return s;
 
@@ -143,8 +149,8 @@ template <class Element, int HeadDim>
 Status decode_launch(const DecodeParams& a, const DecodePlan& plan, void* workspace, cudaStream_t stream) {
   using Config = kernel::DecodeConfig<Element, HeadDim>;
   if (!a.page_table) return decode_run<Config, false>(a, plan, workspace, stream);
-  // Pages of a multiple of 64 keys: two boxes of 64 keys per 128-key block (eight of 16 cost the one producer
-  // thread 8 table reads and 16 TMA issues per K or V block).
+  // Pages of a multiple of 64 keys: boxes of 64 keys (16-key boxes cost the one producer thread a table read and
+  // two TMA issues per 16 keys).
   if (a.page_size % 64 == 0)
     return decode_run<kernel::DecodeConfig<Element, HeadDim, 64>, true>(a, plan, workspace, stream);
   if (a.page_size % Config::kPageBoxRows == 0) return decode_run<Config, true>(a, plan, workspace, stream);

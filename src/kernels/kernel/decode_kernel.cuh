@@ -4,7 +4,9 @@
 // the cache is read once per K/V head. One consumer warpgroup (64 rows) and the producer warp: decode is bound by
 // reading K and V, which the producer streams through TMA into the same two-stage pipeline as the forward; the
 // consumers load the packed Q rows themselves (their layout is not a TMA box), and the split's key range and each
-// token's causal limit come from the DecodeMask. The epilogue writes O and LSE, or with several splits the fp32
+// token's causal limit come from the DecodeMask. Two CTAs share an SM (tiles::kDecodeCtasPerSm), each with 16 KiB
+// K and V stages (tiles::decode_block_n keys), one Q buffer and no O staging, so that one CTA's loads stay in
+// flight while the other starts or ends a tile. The epilogue writes O and LSE, or with several splits the fp32
 // partials that the split-KV combine reduces (collective/decode_epilogue.hpp). The tiles are walked by a static
 // round robin over a persistent grid, so that the producer loads the next tile's K/V while the consumers finish.
 //
@@ -22,15 +24,19 @@
 namespace fmha::kernel {
 
 /// Query rows per decode tile (one consumer warpgroup).
-constexpr int kDecodeBlockM = 64;
+constexpr int kDecodeBlockM = tiles::kDecodeBlockM;
 
-/// The decode kernels' configuration: the forward's with one consumer warpgroup, plus the TMA box of paged caches
-/// (PagedKVSource): PageBoxRows keys, the first PageBoxRows rows of a K/V stage's layout. Boxes of 64 keys serve
-/// pages that are a multiple of 64 keys, boxes of 16 keys other multiples of 16; boxes of one key serve every other
-/// page size.
+/// The decode kernels' configuration: the forward's with one consumer warpgroup of 64 rows, tiles::decode_block_n
+/// keys per block, one Q buffer, no O staging and tiles::kDecodeCtasPerSm CTAs per SM, plus the TMA box of paged
+/// caches (PagedKVSource): PageBoxRows keys, the first PageBoxRows rows of a K/V stage's layout. Boxes of 64 keys
+/// serve pages that are a multiple of 64 keys, boxes of 16 keys other multiples of 16; boxes of one key serve every
+/// other page size.
 template <class Element_, int HeadDim, int PageBoxRows = 16>
-struct DecodeConfig : FwdConfig<Element_, HeadDim, kDecodeBlockM> {
-  using Base = FwdConfig<Element_, HeadDim, kDecodeBlockM>;
+struct DecodeConfig : FwdConfig<Element_, HeadDim, kDecodeBlockM, tiles::decode_block_n(HeadDim), 1,
+                                tiles::kDecodeCtasPerSm, false> {
+  using Base = FwdConfig<Element_, HeadDim, kDecodeBlockM, tiles::decode_block_n(HeadDim), 1, tiles::kDecodeCtasPerSm,
+                         false>;
+  static_assert(Base::kBlockN % PageBoxRows == 0, "decode: whole page boxes per key block");
   static constexpr int kPageBoxRows = PageBoxRows;
   static constexpr int kAtomCols = 64;  // columns of the K/V layout's swizzle atom (128 bytes of 16-bit elements)
   static_assert(sizeof(Element_) == 2 && HeadDim % kAtomCols == 0, "decode: 16-bit elements, head-dim tiles of 64");
@@ -238,7 +244,7 @@ struct DecodeFamily {
 };
 
 template <class Config, bool Paged>
-__global__ void __launch_bounds__(Config::kThreads, 1)
+__global__ void __launch_bounds__(Config::kThreads, Config::kCtasPerSm)
     decode_kernel(CUTE_GRID_CONSTANT DecodeKernelParams<Config, Paged> const p) {
   attention_body<Config, false, DecodeFamily<Config, Paged>>(p);
 }

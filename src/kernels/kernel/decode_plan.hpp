@@ -12,7 +12,7 @@
 // that starts past an entry's keys is empty and contributes O = 0, LSE = −inf to the combine.
 //
 // The number of splits (FlashAttention's num_splits heuristic, in spirit): one split when the (entry, K/V head, row
-// block) tiles already fill the SMs; otherwise the fewest splits whose waves are nearly as full as the best count's,
+// block) tiles already fill the CTA slots (SMs · CTAs per SM); otherwise the fewest splits whose waves are nearly as full as the best count's,
 // with at least kMinKeysPerSplit keys per split and at most kMaxSplits.
 #pragma once
 
@@ -37,7 +37,7 @@ struct DecodeShape {
   int head_dim = 128;
   int new_tokens = 1;     ///< query tokens per entry (1 … 16)
   int max_seqlen_k = 0;   ///< bound on every entry's key count (cache + appended tokens) for which the plan holds
-  int sm_count = 132;     ///< SMs to fill
+  int cta_slots = 264;    ///< CTAs resident at once to fill (SMs · tiles::kDecodeCtasPerSm)
   int block_m = 64;       ///< query rows per tile
   int block_n = 128;      ///< keys per key block; splits are whole blocks
   int splits = 0;         ///< 0: the heuristic; else the caller's count (clamped to the key blocks)
@@ -69,7 +69,7 @@ inline double decode_wave_efficiency(long long tiles, int sms) {
 }
 
 /// The plan of `s` (see the file comment). Needs sensible values (the API validates them first): batch, heads,
-/// new_tokens, sm_count, block_m, block_n ≥ 1, heads_kv divides heads_q, max_seqlen_k ≥ 0.
+/// new_tokens, cta_slots, block_m, block_n ≥ 1, heads_kv divides heads_q, max_seqlen_k ≥ 0.
 inline DecodePlanInfo make_decode_plan(const DecodeShape& s) {
   DecodePlanInfo p;
   const int group = s.heads_q / s.heads_kv;
@@ -80,13 +80,13 @@ inline DecodePlanInfo make_decode_plan(const DecodeShape& s) {
   int splits = 1;
   if (s.splits > 0) {
     splits = std::min(s.splits, key_blocks);
-  } else if (base < (long long)s.sm_count * 8 / 10) {
+  } else if (base < (long long)s.cta_slots * 8 / 10) {
     const int cap = std::max(1, std::min({kMaxSplits, key_blocks,
                                           std::max(1, s.max_seqlen_k / kMinKeysPerSplit)}));
     double best = 0.0;
-    for (int c = 1; c <= cap; ++c) best = std::max(best, decode_wave_efficiency(base * c, s.sm_count));
+    for (int c = 1; c <= cap; ++c) best = std::max(best, decode_wave_efficiency(base * c, s.cta_slots));
     for (int c = 1; c <= cap; ++c)
-      if (decode_wave_efficiency(base * c, s.sm_count) >= 0.85 * best) {
+      if (decode_wave_efficiency(base * c, s.cta_slots) >= 0.85 * best) {
         splits = c;
         break;
       }

@@ -41,33 +41,41 @@ using namespace cute;
 /// Compile-time configuration of one forward kernel: tile sizes, MMA atoms and shared-memory layouts.
 /// Single source of truth for tile sizes (the host reads kBlockM / kBlockN from here too).
 /// BlockM_: query rows per tile, 64 per consumer warpgroup (tiles::fwd_block_m by default; 128 for the short
-/// problems of tiles::fwd_block_m_for).
-template <class Element_, int HeadDim_, int BlockM_ = tiles::fwd_block_m(HeadDim_)>
+/// problems of tiles::fwd_block_m_for). The other parameters keep the forward's values by default; the decode
+/// family (decode_kernel.cuh, tiles::decode_block_n) sets them: BlockN_ keys per key block, StagesQ_ Q buffers,
+/// CtasPerSm_ CTAs resident per SM (the register budget and the kernel's launch bounds follow it), StageO_ whether
+/// shared memory holds the epilogue's O staging (an epilogue that stores from registers needs none).
+template <class Element_, int HeadDim_, int BlockM_ = tiles::fwd_block_m(HeadDim_),
+          int BlockN_ = tiles::fwd_block_n(HeadDim_), int StagesQ_ = 2, int CtasPerSm_ = 1, bool StageO_ = true>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockM = BlockM_;  // 64 rows per consumer warpgroup
-  static constexpr int kBlockN = tiles::fwd_block_n(HeadDim_);
+  static constexpr int kBlockN = BlockN_;
   static constexpr int kStages = tiles::fwd_stages(HeadDim_);
+  static constexpr int kCtasPerSm = CtasPerSm_;
   // Two Q buffers: in the persistent kernel the producer loads the next tile's Q (and then its first K/V blocks)
   // while the consumers still run the current tile; with one it had to wait until they released Q at the end of the
   // tile's mainloop, so every tile began with a Q and K load latency (docs/perf-log.md, v6: +1–3.5 % at 512–2k;
   // d 128 causal 8k–16k, one CTA per tile, lost ~2 %).
-  // At head-dim tile 128 the shared storage is then exactly the 227 KB limit.
-  static constexpr int kStagesQ = 2;
+  // At head-dim tile 128 the shared storage is then exactly the 227 KB limit. (Decode: one, loaded by the consumers,
+  // whose previous tile's wgmmas on it are complete before they load the next.)
+  static constexpr int kStagesQ = StagesQ_;
   static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 192,
                 "attention kernel: 1, 2 or 3 consumer warpgroups of 64 rows");
   static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
-  // setmaxnreg budgets: 128 · (producer + consumers · kConsumerRegs) ≤ 64K registers per SM.
+  // setmaxnreg budgets: 128 · (producer + consumers · kConsumerRegs) · kCtasPerSm ≤ 64K registers per SM.
   // One consumer warpgroup (decode) leaves registers to spare: the producer keeps 56, enough for the paged K/V
-  // source's page-table reads and box addresses without spilling (it spilled at 24).
+  // source's page-table reads and box addresses without spilling (it spilled at 24); with two CTAs per SM the
+  // consumers get 200 (S of a 64-key block is 32 registers, O 64).
   static constexpr int kProducerRegs = kConsumerWGs == 1 ? 56 : 24;
-  static constexpr int kConsumerRegs = kConsumerWGs == 3 ? 160 : 240;
+  static constexpr int kConsumerRegs = kConsumerWGs == 3 ? 160 : kCtasPerSm == 2 ? 200 : 240;
   static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
-  // The launch gives every thread the same share (65536 / kThreads, rounded down to 8); setmaxnreg only moves
-  // registers between warpgroups, so the sum may not exceed the launch-time pool.
-  static_assert(kProducerRegs + kConsumerWGs * kConsumerRegs <= (kConsumerWGs + 1) * (65536 / kThreads / 8 * 8),
+  // The launch gives every thread the same share (65536 / (kThreads · kCtasPerSm), rounded down to 8); setmaxnreg
+  // only moves registers between warpgroups, so the sum may not exceed the launch-time pool.
+  static constexpr int kLaunchRegs = 65536 / (kThreads * kCtasPerSm) / 8 * 8;
+  static_assert(kProducerRegs + kConsumerWGs * kConsumerRegs <= (kConsumerWGs + 1) * kLaunchRegs,
                 "forward kernel: register budget over the launch-time pool");
 
   using BlkM = Int<kBlockM>;
@@ -119,6 +127,7 @@ struct FwdConfig {
   // Row-major staging (tile rows, head dim), rows padded by 8 elements (16 bytes) against bank conflicts.
   using SmemLayoutOPadded = Layout<Shape<BlkM, HD>, Stride<Int<kHeadDim + 8>, _1>>;
   using SmemLayoutO = std::conditional_t<kTmaStoreO, SmemLayoutOSwizzled, SmemLayoutOPadded>;
+  static constexpr bool kStageO = StageO_;
 
   using PipelineQ = cutlass::PipelineTmaAsync<kStagesQ>;
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
@@ -127,7 +136,7 @@ struct FwdConfig {
     cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
     cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cosize_v<SmemLayoutV>, 1024> v;
-    cute::array_aligned<Element, cosize_v<SmemLayoutO>, (kTmaStoreO ? 1024 : 128)> o;
+    cute::array_aligned<Element, (kStageO ? cosize_v<SmemLayoutO> : 1), (kTmaStoreO ? 1024 : 128)> o;
     typename PipelineQ::SharedStorage pipe_q;
     typename PipelineKV::SharedStorage pipe_k;
     typename PipelineKV::SharedStorage pipe_v;
@@ -136,6 +145,9 @@ struct FwdConfig {
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 227 * 1024, "forward kernel: shared memory over the sm_90 limit of 227 KiB");
+  // An SM has 228 KiB, of which the runtime reserves 1 KiB per CTA.
+  static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024,
+                "forward kernel: kCtasPerSm CTAs' shared memory over the SM's 228 KiB");
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 256, "forward kernel: head-dim tile must be a multiple of 16");
 
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
@@ -437,6 +449,9 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
   Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Config::SmemLayoutVt{});
   // kTmaStoreO: (64, HD, WG); else (BlockM, HD)
   Tensor sO = make_tensor(make_smem_ptr(ss.o.data()), typename Config::SmemLayoutO{});
+  // Where the mainloop's never-taken branch would store P (see the mainloop): the O staging, or Q's buffer in kernels
+  // without the staging.
+  Element* const p_sink = Config::kStageO ? ss.o.data() : ss.q.data();
 
   if (warp_group == 0) {
     // ------------------------------------------------------------------------------------------------ producer
@@ -699,7 +714,7 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
           // mainloop's on purpose: shared through a lambda, it changed ptxas's code for these kernels.
           if ((kMmaRowSum ? corr[0] : row_sum[0]) < 0.f) {
             CUTLASS_PRAGMA_UNROLL
-            for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
+            for (int i = 0; i < size(tOrP); ++i) p_sink[i] = tOrP(i);
           }
           warpgroup_wait<0>();
           fold_row_sums(corr);
@@ -748,7 +763,7 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
         // WARPGROUP.DEPBAR.LE gsb0, 0x0 must follow the block's MUFU.EX2 instructions.
         if ((kMmaRowSum ? corr[0] : row_sum[0]) < 0.f) {
           CUTLASS_PRAGMA_UNROLL
-          for (int i = 0; i < size(tOrP); ++i) ss.o[i] = tOrP(i);
+          for (int i = 0; i < size(tOrP); ++i) p_sink[i] = tOrP(i);
         }
         FMHA_TL(7);
         warpgroup_wait<0>();
