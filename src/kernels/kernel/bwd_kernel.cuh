@@ -131,6 +131,9 @@ struct BwdConfig {
   using SmemLayoutdS = decltype(tile_to_shape(SmemAtomdS{}, Shape<BlkM, BlkN, _2>{}));
   using SmemLayoutdSt = decltype(composition(SmemLayoutdS{},
                                              make_ordered_layout(Shape<BlkN, BlkM, _2>{}, Step<_2, _1, _3>{})));
+  // dSᵀ fragments (the Sᵀ accumulator's layout) into dS by transposing stmatrix: eight 16-bit values per thread and
+  // instruction, as FlashAttention-3 writes its dS.
+  using SmemCopyAtomdS = Copy_Atom<SM90_U16x8_STSM_T, Element>;
 
   using PipelineQ = cutlass::PipelineTmaAsync<kStages>;   // Q with LSE · log2 e; dO with D
   using PipelineKV = cutlass::PipelineTmaAsync<1>;        // K and V, once per CTA
@@ -484,7 +487,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   auto tdQrK = [&] {  // (MMA, N, K)
     if constexpr (kDq) return thr_dq.partition_fragment_B(sKt(_, _, 0)); else return 0;
   }();
-  Tensor tdSsdS = thr_s.partition_C(sdSt);                    // (MMA, M, N, buffer): dSᵀ stores
+  auto smem_copy_ds = make_tiled_copy_C(typename Config::SmemCopyAtomdS{}, mma_s);
+  auto thr_copy_ds = smem_copy_ds.get_thread_slice(tid);
+  Tensor tdSsdS = thr_copy_ds.partition_D(as_position_independent_swizzle_tensor(sdSt));  // (CPY, M, N, buffer)
 
   Tensor tdVrdV = partition_fragment_C(mma_dv, Shape<Int<kBlockN>, Int<kHeadDimV>>{});
   Tensor tdKrdK = partition_fragment_C(mma_dk, Shape<Int<kBlockN>, Int<kHeadDim>>{});
@@ -576,9 +581,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       tdKrdS(x) = static_cast<Element>(tdPrdP(x));
     }
     if constexpr (kDq) {  // dSᵀ into shared memory as dS (rows, keys), the A operand of dQ = dS·K
-      Tensor tdSsdS_buf = tdSsdS(_, _, _, buf);
-      CUTLASS_PRAGMA_UNROLL
-      for (int x = 0; x < size(tdKrdS); ++x) tdSsdS_buf(x) = tdKrdS(x);
+      // tdKrdS holds the values in the Sᵀ accumulator's order (the loop above): viewed in that layout for the copy.
+      cute::copy(smem_copy_ds, thr_copy_ds.retile_S(make_tensor(tdKrdS.data(), tSrS.layout())),
+                 tdSsdS(_, _, _, buf));
       cutlass::arch::fence_view_async_shared();
     }
     wg_gemm<false, -1, true>(mma_dv, tdVrP, tdVrdO(_, _, _, ds), tdVrdV);
