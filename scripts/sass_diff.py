@@ -87,17 +87,26 @@ def demangle(names):
     return dict(zip(names, out.splitlines()))
 
 
+# The trailing FwdConfig arguments of the forward's own kernels (src/kernels/kernel/fwd_kernel.cuh: 128-key blocks,
+# two Q buffers, one CTA per SM, O staging), as the demangler writes them.
+FWD_DEFAULTS = ", 128, 2, 1, true"
+
+
 def config_of(demangled):
     """(dtype, head-dim tile, rows, mask, ping-pong) of a forward kernel's demangled name, or None for other
-    functions. Knows the names `fmha::kernel::fwd_kernel<fmha::kernel::FwdConfig<T, HD, BM>, Causal, PingPong>`;
-    a refactor that renames the kernels extends this function."""
-    m = re.match(r"void fmha::kernel::fwd_kernel<fmha::kernel::FwdConfig<([\w:]+), (\d+), (\d+)>, (true|false), "
-                 r"(true|false)>", demangled)
+    functions. Knows the names `fmha::kernel::fwd_kernel<fmha::kernel::FwdConfig<T, HD, BM[, BN, SQ, CTAS, STAGE_O]>,
+    Causal, PingPong>`; the trailing configuration arguments (keys per block, Q buffers, CTAs per SM, O staging, added
+    for the decode family) pair with the three-argument names when they hold the forward's values (FWD_DEFAULTS), and
+    are appended to the configuration otherwise. A refactor that renames the kernels extends this function."""
+    m = re.match(r"void fmha::kernel::fwd_kernel<fmha::kernel::FwdConfig<([\w:]+), (\d+), (\d+)((?:, \w+)*)>, "
+                 r"(true|false), (true|false)>", demangled)
     if not m:
         return None
     dtype = DTYPES.get(m.group(1), m.group(1))
-    return (dtype, int(m.group(2)), int(m.group(3)), "causal" if m.group(4) == "true" else "none",
-            "pingpong" if m.group(5) == "true" else "no-pingpong")
+    extra = m.group(4)
+    key = (dtype, int(m.group(2)), int(m.group(3)), "causal" if m.group(5) == "true" else "none",
+           "pingpong" if m.group(6) == "true" else "no-pingpong")
+    return key if extra in ("", FWD_DEFAULTS) else key + (extra.lstrip(", "),)
 
 
 def kernels(path, cuobjdump):

@@ -13,6 +13,12 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "s
 K1 = "_ZN4fmha6kernel10fwd_kernelINS0_9FwdConfigIN7cutlass6half_tELi32ELi192EEELb0ELb0EEEvNS0_15FwdKernelParamsIT_EE"
 K2 = ("_ZN4fmha6kernel10fwd_kernelINS0_9FwdConfigIN7cutlass10bfloat16_tELi128ELi128EEELb1ELb1EEEvNS0_15Fwd"
       "KernelParamsIT_EE")
+# K1 under its name with the trailing FwdConfig arguments at the forward's values (128, 2, 1, true), and with others
+# (64, 1, 2, false): the first pairs with K1, the second is another configuration.
+K1_LONG = ("_ZN4fmha6kernel10fwd_kernelINS0_9FwdConfigIN7cutlass6half_tELi32ELi192ELi128ELi2ELi1ELb1EEELb0ELb0EEEvNS0_"
+           "15FwdKernelParamsIT_EE")
+K1_OTHER = ("_ZN4fmha6kernel10fwd_kernelINS0_9FwdConfigIN7cutlass6half_tELi32ELi192ELi64ELi1ELi2ELb0EEELb0ELb0EEEvNS0_"
+            "15FwdKernelParamsIT_EE")
 
 
 def func(name, insns):
@@ -75,6 +81,12 @@ def main():
         check(rc == 1 and "OLD 4, NEW 5" in out, "an extra instruction", out)
         rc, out = run(old, func(K1, BASE), tmp)
         check(rc == 1 and "only in OLD" in out, "a kernel missing from NEW", out)
+        rc, out = run(old, func(K1_LONG, BASE) + "\n" + func(K2, BASE), tmp)
+        check(rc == 0 and out.count("identical") == 2, "the forward's default trailing arguments pair with the "
+              "three-argument name", out)
+        rc, out = run(old, func(K1_OTHER, BASE) + "\n" + func(K2, BASE), tmp)
+        check(rc == 1 and "only in OLD" in out and "only in NEW" in out and "64, 1, 2, false" in out,
+              "other trailing arguments are another configuration", out)
         rc, out = run("no functions here", "nor here", tmp)
         check(rc == 2, "no kernels at all: expected exit 2", out)
     print("test_sass_diff: all checks passed")
