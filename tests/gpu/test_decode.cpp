@@ -75,7 +75,7 @@ std::vector<DecodeCase> cases() {
     c.extra_slots = 3, c.row_pad = 24;
     v.push_back(c);
   }
-  // Paged caches: page sizes 16 (eight pages per key block), 64, 128, 256 (a block inside a page), with remap,
+  // Paged caches: page sizes 16 (four pages per 64-key block), 64, 128, 256 (a block inside a page), with remap,
   // splits, cache-only, GQA and several tokens.
   for (int ps : {16, 64, 128, 256}) {
     DecodeCase c = make("paged" + std::to_string(ps) + "_bf16", bf, 3, 16, 4, 128, 2, {700, 0, 1200}, 1280, true,
@@ -83,8 +83,9 @@ std::vector<DecodeCase> cases() {
     c.page_size = ps;
     v.push_back(c);
   }
-  // Pages that are not a whole number of 16-key boxes (one-key boxes): 1 key (a page per key), 5 (pages straddle
-  // every box and block), 24 with splits and remap.
+  // Pages that are not a whole number of 16-key boxes (gathered by the producer warp's lanes with cp.async): 1 key
+  // (a page per key), 5 (pages straddle every block and every lane's rows), 24 with splits and remap, 5 at head dim
+  // 80 (the chunks past the head dim zero-filled).
   {
     DecodeCase c = make("paged1_bf16", bf, 2, 8, 2, 128, 2, {300, 45}, 384);
     c.page_size = 1;
@@ -98,6 +99,11 @@ std::vector<DecodeCase> cases() {
   {
     DecodeCase c = make("paged24_cache_only_bf16", bf, 2, 8, 1, 128, 1, {1000, 23}, 1200, false, true, 2);
     c.page_size = 24, c.extra_slots = 1;
+    v.push_back(c);
+  }
+  {
+    DecodeCase c = make("paged5_d80_bf16", bf, 2, 6, 3, 80, 2, {200, 17}, 260, true, true, 2);
+    c.page_size = 5, c.extra_slots = 3;
     v.push_back(c);
   }
   {
@@ -131,11 +137,12 @@ INSTANTIATE_TEST_SUITE_P(Decode, DecodeCaseTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<DecodeCase>& i) { return i.param.name; });
 
 // The append under repetition: 4 new tokens per sequence appended (into rows that hold NaN before every call) and
-// then read by 17 splits per K/V head (contiguous and 16-key pages, remap), 40 calls on fresh inputs: every call
-// gives the first call's O, LSE and caches bit for bit (runner: DecodeCase::repeats).
+// then read by 17 splits per K/V head (contiguous, 16-key pages through TMA, 5-key pages gathered; remap), 40 calls
+// on fresh inputs: every call gives the first call's O, LSE and caches bit for bit (runner: DecodeCase::repeats).
 TEST(DecodeGpu, AppendRepeatedIsRaceFree) {
-  for (int page : {0, 16}) {
-    DecodeCase c = make(page ? "append_repeat_paged16" : "append_repeat", DType::kBF16, 4, 16, 4, 128, 4,
+  for (int page : {0, 16, 5}) {
+    const std::string name = page ? "append_repeat_paged" + std::to_string(page) : std::string("append_repeat");
+    DecodeCase c = make(name, DType::kBF16, 4, 16, 4, 128, 4,
                         {3000, 17, 1500, 2900}, 3072, true, true, 17);
     c.page_size = page, c.extra_slots = 2, c.repeats = 40;
     check_case(c);

@@ -13,13 +13,18 @@ namespace fmha::kernel {
 /// Parameters of a cutlass::PipelineTmaAsync (Pipeline) whose stages complete after `bytes` transaction bytes,
 /// produced by warpgroup 0 (thread 0 the leader that arms the barriers) and consumed by the `consumer_threads`
 /// threads after it. Called by every thread of the CTA (threadIdx.x picks the role).
+/// gather_lanes > 0: the stages are filled instead by that many lanes of warp 0 with cp.async, each arriving on the
+/// stage's full barrier when its copies complete (cp.async.mbarrier.arrive.noinc): no leader, no transaction bytes,
+/// and the full barriers count gather_lanes arrivals.
 template <class Pipeline>
-CUTLASS_DEVICE typename Pipeline::Params tma_pipeline_params(uint32_t bytes, int consumer_threads) {
+CUTLASS_DEVICE typename Pipeline::Params tma_pipeline_params(uint32_t bytes, int consumer_threads,
+                                                             int gather_lanes = 0) {
   typename Pipeline::Params p;
-  p.transaction_bytes = bytes;
+  p.transaction_bytes = gather_lanes > 0 ? 0u : bytes;
   p.role = threadIdx.x < 128 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
-  p.is_leader = threadIdx.x == 0;
+  p.is_leader = gather_lanes == 0 && threadIdx.x == 0;
   p.num_consumers = consumer_threads;
+  if (gather_lanes > 0) p.num_producers = gather_lanes;
   return p;
 }
 

@@ -72,11 +72,11 @@ Status decode_run(const DecodeParams& a, const DecodePlan& plan, void* workspace
   auto mV = cache(a.v_cache, a.v_row_stride, a.v_head_stride, a.v_slot_stride);
 
   Params p{};
-  if constexpr (Paged) {  // boxes of kPageBoxRows keys (PagedKVSource)
+  if constexpr (Paged) {  // boxes of kPageBoxRows keys (PagedKVSource; one-row boxes, unused, for gathers)
     p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, typename Config::SmemLayoutKBox{},
-                            Shape<Int<Config::kPageBoxRows>, Int<Config::kHeadDim>>{}, _1{});
+                            Shape<Int<Config::kTmaBoxRows>, Int<Config::kHeadDim>>{}, _1{});
     p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, typename Config::SmemLayoutKBox{},
-                            Shape<Int<Config::kPageBoxRows>, Int<Config::kHeadDim>>{}, _1{});
+                            Shape<Int<Config::kTmaBoxRows>, Int<Config::kHeadDim>>{}, _1{});
   } else {
     p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Config::SmemLayoutK{}),
                             Shape<Int<Config::kBlockN>, Int<Config::kHeadDim>>{}, _1{});
@@ -154,8 +154,8 @@ Status decode_launch(const DecodeParams& a, const DecodePlan& plan, void* worksp
   if (a.page_size % 64 == 0)
     return decode_run<kernel::DecodeConfig<Element, HeadDim, 64>, true>(a, plan, workspace, stream);
   if (a.page_size % Config::kPageBoxRows == 0) return decode_run<Config, true>(a, plan, workspace, stream);
-  // Pages that are not a whole number of 16-key boxes: boxes of one key (any page size).
-  return decode_run<kernel::DecodeConfig<Element, HeadDim, 1>, true>(a, plan, workspace, stream);
+  // Pages that are not a whole number of 16-key boxes (any other size): gathered by the producer warp's lanes.
+  return decode_run<kernel::DecodeConfig<Element, HeadDim, 0>, true>(a, plan, workspace, stream);
 }
 
 }  // namespace fmha::device

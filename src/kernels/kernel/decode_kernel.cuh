@@ -29,22 +29,24 @@ constexpr int kDecodeBlockM = tiles::kDecodeBlockM;
 /// The decode kernels' configuration: the forward's with one consumer warpgroup of 64 rows, tiles::decode_block_n
 /// keys per block, one Q buffer, no O staging and tiles::kDecodeCtasPerSm CTAs per SM, plus the TMA box of paged
 /// caches (PagedKVSource): PageBoxRows keys, the first PageBoxRows rows of a K/V stage's layout. Boxes of 64 keys
-/// serve pages that are a multiple of 64 keys, boxes of 16 keys other multiples of 16; boxes of one key serve every
-/// other page size.
+/// serve pages that are a multiple of 64 keys, boxes of 16 keys other multiples of 16. PageBoxRows = 0: no box;
+/// every other page size is gathered by the producer warp's lanes (PagedGatherKVSource).
 template <class Element_, int HeadDim, int PageBoxRows = 16>
 struct DecodeConfig : FwdConfig<Element_, HeadDim, kDecodeBlockM, tiles::decode_block_n(HeadDim), 1,
                                 tiles::kDecodeCtasPerSm, false> {
   using Base = FwdConfig<Element_, HeadDim, kDecodeBlockM, tiles::decode_block_n(HeadDim), 1, tiles::kDecodeCtasPerSm,
                          false>;
-  static_assert(Base::kBlockN % PageBoxRows == 0, "decode: whole page boxes per key block");
   static constexpr int kPageBoxRows = PageBoxRows;
+  static constexpr bool kPageGather = PageBoxRows == 0;
+  static constexpr int kTmaBoxRows = kPageGather ? 1 : PageBoxRows;  // the descriptor's box (unused by gathers)
+  static_assert(Base::kBlockN % kTmaBoxRows == 0, "decode: whole page boxes per key block");
   static constexpr int kAtomCols = 64;  // columns of the K/V layout's swizzle atom (128 bytes of 16-bit elements)
   static_assert(sizeof(Element_) == 2 && HeadDim % kAtomCols == 0, "decode: 16-bit elements, head-dim tiles of 64");
   using SmemLayoutKBox = decltype(composition(
       take<0, 2>(typename Base::SmemLayoutK{}),
-      Layout<Shape<Int<kPageBoxRows>, Int<HeadDim>>, Stride<_1, Int<Base::kBlockN>>>{}));
+      Layout<Shape<Int<kTmaBoxRows>, Int<HeadDim>>, Stride<_1, Int<Base::kBlockN>>>{}));
   using TmaKVPaged = decltype(make_tma_copy(SM90_TMA_LOAD{}, typename Base::GmemTensor{}, SmemLayoutKBox{},
-                                            Shape<Int<kPageBoxRows>, Int<HeadDim>>{}, _1{}));
+                                            Shape<Int<kTmaBoxRows>, Int<HeadDim>>{}, _1{}));
 };
 
 /// Kernel parameters of decode (a __grid_constant__; the TMA descriptors of the caches live inside).
@@ -127,6 +129,7 @@ struct DecodeFamily {
   using Element = typename Config::Element;
   static constexpr bool kCausal = false;  // no tile pairing; the per-token limit is the DecodeMask's
   static constexpr bool kQFromProducer = false;
+  static constexpr bool kKVGather = Paged && Config::kPageGather;
 
   CUTLASS_DEVICE static int first(Params const&) { return int(blockIdx.x); }
   CUTLASS_DEVICE static int next(Params const&, int t) { return t + int(gridDim.x); }
@@ -164,7 +167,13 @@ struct DecodeFamily {
   CUTLASS_DEVICE static auto kv_source(Params const& p, Tile const& w, SK const& sK, SV const& sV) {
     Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
     Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
-    if constexpr (Paged) {
+    if constexpr (kKVGather) {
+      using Source = PagedGatherKVSource<Config::kBlockN, Config::kHeadDim, typename Config::SmemLayoutK, Element>;
+      return Source{p.k + int64_t(w.hk) * p.k_head_stride, p.v + int64_t(w.hk) * p.v_head_stride, p.k_slot_stride,
+                    p.k_row_stride, p.v_slot_stride, p.v_row_stride, raw_pointer_cast(sK.data()),
+                    raw_pointer_cast(sV.data()), p.page_table + int64_t(w.slot) * p.page_table_stride,
+                    p.pages_per_seq, p.page_size, p.slots, w.k_off, p.head_dim};
+    } else if constexpr (Paged) {
       using Source = PagedKVSource<Config::kBlockN, Config::kPageBoxRows, Config::kHeadDim, Config::kAtomCols,
                                    typename Config::SmemLayoutKBox, Element, typename Params::Tma,
                                    typename Params::Tma, decltype(mK), decltype(mV)>;

@@ -278,7 +278,9 @@ struct ExactRow {
 ///   else the consumers load it with the family's load_q); first / next / num_tiles (the tile loop), tile(p, t),
 ///   mask(p, w); prefetch(p) (TMA descriptors); q_source / kv_source (the producer's loads of tile w);
 ///   kv_tail_dirty (keys past a tile's range may hold anything, so V's rows there are zeroed before P·V);
-///   head_dim / exact_row (exact_rows).
+///   head_dim / exact_row (exact_rows); kKVGather (the K/V source is a gather by the 32 lanes of the producer warp
+///   with cp.async, each lane arriving on the stage's barrier when its copies land: the producer loop then runs on
+///   the whole warp, and the consumers fence the async proxy after each K/V wait; else thread 0 issues TMA).
 template <class Config, bool Causal>
 struct FwdFamily {
   using Params = FwdKernelParams<Config>;
@@ -289,6 +291,7 @@ struct FwdFamily {
   using Element = typename Config::Element;
   static constexpr bool kCausal = Causal;
   static constexpr bool kQFromProducer = true;
+  static constexpr bool kKVGather = false;
 
   CUTLASS_DEVICE static int first(Params const& p) { return Scheduler::first(p.order, [] { return int(blockIdx.x); }); }
   CUTLASS_DEVICE static int next(Params const& p, int t) {
@@ -429,7 +432,9 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
   if (is_producer_thread) Family::prefetch(p);
 
   const auto pq = tma_pipeline_params<PipelineQ>(Config::kBytesQ, 128 * Config::kConsumerWGs);
-  const auto pkv = tma_pipeline_params<PipelineKV>(Config::kBytesKV, 128 * Config::kConsumerWGs);
+  // A gathering K/V source (Family::kKVGather): the producer warp's 32 lanes fill the stages.
+  constexpr bool kGather = Family::kKVGather;
+  const auto pkv = tma_pipeline_params<PipelineKV>(Config::kBytesKV, 128 * Config::kConsumerWGs, kGather ? 32 : 0);
   PipelineQ pipe_q(ss.pipe_q, pq, Shape<_1, _1, _1>{});
   PipelineKV pipe_k(ss.pipe_k, pkv, Shape<_1, _1, _1>{});
   PipelineKV pipe_v(ss.pipe_v, pkv, Shape<_1, _1, _1>{});
@@ -456,7 +461,7 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
   if (warp_group == 0) {
     // ------------------------------------------------------------------------------------------------ producer
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
-    if (!is_producer_thread) return;
+    if (kGather ? warp_idx != 0 : !is_producer_thread) return;
     auto q_state = cutlass::make_producer_start_state<PipelineQ>();
     auto k_state = cutlass::make_producer_start_state<PipelineKV>();
     auto v_state = cutlass::make_producer_start_state<PipelineKV>();
@@ -593,6 +598,11 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(acc); ++i) tOrP(i) = static_cast<Element>(acc(i));
     };
+    // After a K or V stage's wait, with a gathering source: its rows were written by cp.async (generic proxy) and are
+    // read by wgmma (async proxy). A no-op for TMA sources.
+    auto kv_fence = [] {
+      if constexpr (kGather) cutlass::arch::fence_view_async_shared();
+    };
     // Keys past the entry's end may hold anything (the next entry's rows, or NaN): P is 0 there, but 0·NaN = NaN,
     // so the rows of V past the end are zeroed before P·V. Dense tensors need nothing: TMA fills them with zeros.
     auto zero_v_tail = [&](int n, int stage) {
@@ -669,6 +679,7 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
       // The last key block alone: S = Q·K(n)ᵀ waited for at once, then its softmax.
       auto first_block = [&] {
         pipe_k.consumer_wait(k_state);
+        kv_fence();
         turn_wait();
         wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_state.index()), tSrS);
         turn_pass();
@@ -689,6 +700,7 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
           auto k_second = k_state;
           ++k_second;
           pipe_k.consumer_wait(k_second);
+          kv_fence();
           turn_wait();
           wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_state.index()), tSrS2);
           wg_gemm<true, -1>(mma_qk, tSrQ(_, _, _, q_state.index()), tSrK(_, _, _, k_second.index()), tSrS);
@@ -701,6 +713,7 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
           clear(tOrO);
           if constexpr (kMmaRowSum) clear(tLrL);
           pipe_v.consumer_wait(v_state);
+          kv_fence();
           zero_v_tail(n, v_state.index());
           turn_wait();
           if constexpr (kMmaRowSum) pv_sum_gemm(v_state.index());
@@ -734,6 +747,7 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
         // while P·V is still on the tensor cores.
         pipe_k.consumer_wait(k_state);
         pipe_v.consumer_wait(v_state);
+        kv_fence();
         FMHA_TL(4);
         zero_v_tail(n, v_state.index());
         {
@@ -776,6 +790,7 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
       FMHA_TL(9);
       rescale_o(corr);
       pipe_v.consumer_wait(v_state);
+      kv_fence();
       zero_v_tail(0, v_state.index());
       turn_wait();
       if constexpr (kMmaRowSum) pv_sum_gemm(v_state.index());
