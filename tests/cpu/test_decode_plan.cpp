@@ -63,6 +63,7 @@ TEST(DecodePlan, EveryRowSeesEveryKeyOnceForRandomProblems) {
     s.max_seqlen_k = int(g() % 5000);
     s.cta_slots = 1 + int(g() % 132);
     s.block_m = g() % 2 ? 64 : 128;
+    s.block_n = g() % 2 ? 64 : 128;  // the decode kernels' blocks at head-dim tiles 128 and 64
     s.splits = g() % 3 == 0 ? int(g() % 140) : 0;  // forced counts, 0 and above the key blocks included
     std::vector<int> lens(size_t(s.batch));
     for (int& l : lens) l = s.max_seqlen_k == 0 ? 0 : int(g() % (s.max_seqlen_k + 1));  // ≤ the plan's bound

@@ -127,7 +127,7 @@ std::vector<DecodeCase> cases() {
   }
   {
     DecodeCase c = make("few_sms_bf16", bf, 5, 8, 2, 128, 1, {700, 1, 0, 300, 1023}, 1024);
-    c.sm_count = 3;  // a persistent grid of 3 CTAs walking many tiles
+    c.sm_count = 3;  // a persistent grid of 6 CTAs (two per SM) walking many tiles
     v.push_back(c);
   }
   return v;

@@ -41,6 +41,7 @@ struct FwdEpilogue {
                                      float const (&inv)[kRows], TensorOc const& tOcO, TiledMma const& mma_pv,
                                      TensorSO& sO, Element* smem_o, int tid, int tid_wg, int wg, int wg_barrier) {
     using namespace cute;
+    static_assert(Config::kStageO, "forward epilogue: stores O through the shared-memory staging (FwdConfig StageO)");
     if constexpr (Config::kTmaStoreO) {
       // This warpgroup's staging slice may still be read by the TMA store of its previous tile.
       if (tid_wg == 0) tma_store_wait<0>();

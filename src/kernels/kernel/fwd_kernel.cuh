@@ -128,6 +128,9 @@ struct FwdConfig {
   using SmemLayoutOPadded = Layout<Shape<BlkM, HD>, Stride<Int<kHeadDim + 8>, _1>>;
   using SmemLayoutO = std::conditional_t<kTmaStoreO, SmemLayoutOSwizzled, SmemLayoutOPadded>;
   static constexpr bool kStageO = StageO_;
+  // Without the staging, `o` still holds one consumer thread's P fragment (64 · kBlockN / 128 elements): the target
+  // of the mainloop's never-taken store (attention_body).
+  static constexpr int kPSinkElems = kBlockN / 2;
 
   using PipelineQ = cutlass::PipelineTmaAsync<kStagesQ>;
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
@@ -136,7 +139,7 @@ struct FwdConfig {
     cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
     cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cosize_v<SmemLayoutV>, 1024> v;
-    cute::array_aligned<Element, (kStageO ? cosize_v<SmemLayoutO> : 1), (kTmaStoreO ? 1024 : 128)> o;
+    cute::array_aligned<Element, (kStageO ? cosize_v<SmemLayoutO> : kPSinkElems), (kTmaStoreO ? 1024 : 128)> o;
     typename PipelineQ::SharedStorage pipe_q;
     typename PipelineKV::SharedStorage pipe_k;
     typename PipelineKV::SharedStorage pipe_v;
@@ -454,9 +457,9 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
   Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Config::SmemLayoutVt{});
   // kTmaStoreO: (64, HD, WG); else (BlockM, HD)
   Tensor sO = make_tensor(make_smem_ptr(ss.o.data()), typename Config::SmemLayoutO{});
-  // Where the mainloop's never-taken branch would store P (see the mainloop): the O staging, or Q's buffer in kernels
-  // without the staging.
-  Element* const p_sink = Config::kStageO ? ss.o.data() : ss.q.data();
+  // Where the mainloop's never-taken branch would store P (see the mainloop): the O staging, or in kernels without
+  // it the kPSinkElems elements that `o` keeps for this.
+  Element* const p_sink = ss.o.data();
 
   if (warp_group == 0) {
     // ------------------------------------------------------------------------------------------------ producer
@@ -499,6 +502,8 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
       }
       load_v(0);
     }
+    // A gathering producer warp's last copies may still be in flight: they land before its threads exit.
+    if constexpr (kGather) cute::cp_async_wait<0>();
     return;
   }
 
@@ -521,6 +526,8 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
   Tensor tOrP = thr_pv.partition_fragment_A(
       make_tensor(make_smem_ptr(static_cast<Element*>(nullptr)), Layout<Shape<Int<kBlockM>, Int<kBlockN>>>{}));
   static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P fragment must mirror S accumulator");
+  static_assert(Config::kStageO || decltype(size(tOrP))::value <= Config::kPSinkElems,
+                "attention kernel: the P sink without O staging holds one thread's P fragment");
   // Row sums on the tensor cores (kMmaRowSum): L's even columns take one key block's row sums, its odd columns the
   // running sum (fold_row_sums). Unused (and compiled away) in the kernels without it.
   typename Config::MmaSum mma_sum;
@@ -667,8 +674,12 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
       if constexpr (Family::kQFromProducer) {
         pipe_q.consumer_wait(q_state);
       } else {
-        // The consumers load the tile's query rows themselves (the family's layout of Q is not a TMA box). The
-        // stage was last read by the wgmmas of two tiles ago, which every warp has waited for.
+        // The consumers load the tile's query rows themselves (the family's layout of Q is not a TMA box). With
+        // two buffers, the stage was last read by the wgmmas of two tiles ago, which every warp has waited for;
+        // with one (decode), by this warpgroup's previous tile: every warp waits here until all have passed that
+        // tile's last Q·Kᵀ wait (any warp's rows of the buffer may be written by any other).
+        if constexpr (Config::kStagesQ == 1)
+          cutlass::arch::NamedBarrier::sync(128 * Config::kConsumerWGs, 1 + Config::kConsumerWGs);
         Family::load_q(p, w, sQ(_, _, q_state.index()), tid);
         cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read by wgmma (async proxy)
         cutlass::arch::NamedBarrier::sync(128 * Config::kConsumerWGs, 1 + Config::kConsumerWGs);
@@ -772,7 +783,8 @@ CUTLASS_DEVICE void attention_body(typename Family::Params const& p) {
         // no softmax temporary takes one of P's registers while the P·V reads them) closes the block first.
         // It cannot be taken: row_sum is a sum of exp2 results, each >= +0 or NaN, and corr[0] (kMmaRowSum) an exp2
         // result or 1, and NaN < 0 is false. (Were it taken, the store would land in warpgroup 0's O staging rows,
-        // at head-dim tiles <= 64 possibly while the TMA store of its previous tile still reads them.) Re-check the
+        // at head-dim tiles <= 64 possibly while the TMA store of its previous tile still reads them; without O
+        // staging in the P sink that `o` keeps.) Re-check the
         // SASS after touching this:
         // WARPGROUP.DEPBAR.LE gsb0, 0x0 must follow the block's MUFU.EX2 instructions.
         if ((kMmaRowSum ? corr[0] : row_sum[0]) < 0.f) {
