@@ -142,8 +142,7 @@ INSTANTIATE_TEST_SUITE_P(Decode, DecodeCaseTest, ::testing::ValuesIn(cases()),
 TEST(DecodeGpu, AppendRepeatedIsRaceFree) {
   for (int page : {0, 16, 5}) {
     const std::string name = page ? "append_repeat_paged" + std::to_string(page) : std::string("append_repeat");
-    DecodeCase c = make(name, DType::kBF16, 4, 16, 4, 128, 4,
-                        {3000, 17, 1500, 2900}, 3072, true, true, 17);
+    DecodeCase c = make(name, DType::kBF16, 4, 16, 4, 128, 4, {3000, 17, 1500, 2900}, 3072, true, true, 17);
     c.page_size = page, c.extra_slots = 2, c.repeats = 40;
     check_case(c);
   }

@@ -12,8 +12,8 @@
 // that starts past an entry's keys is empty and contributes O = 0, LSE = −inf to the combine.
 //
 // The number of splits (FlashAttention's num_splits heuristic, in spirit): one split when the (entry, K/V head, row
-// block) tiles already fill the CTA slots (SMs · CTAs per SM); otherwise the fewest splits whose waves are nearly as full as the best count's,
-// with at least kMinKeysPerSplit keys per split and at most kMaxSplits.
+// block) tiles already fill the CTA slots (SMs · CTAs per SM); otherwise the fewest splits whose waves are nearly as
+// full as the best count's, with at least kMinKeysPerSplit keys per split and at most kMaxSplits.
 #pragma once
 
 #include <algorithm>
@@ -62,10 +62,10 @@ struct DecodePlanInfo {
 constexpr int kMinKeysPerSplit = 256;  ///< fewer keys per split would spend more on the combine than they save
 constexpr int kMaxSplits = 128;
 
-/// Wave efficiency of running `tiles` one-CTA tiles on `sms` SMs: tiles / (full waves · sms).
-inline double decode_wave_efficiency(long long tiles, int sms) {
-  const long long waves = (tiles + sms - 1) / sms;
-  return waves == 0 ? 0.0 : double(tiles) / double(waves * sms);
+/// Wave efficiency of running `tiles` one-CTA tiles on `slots` resident CTAs: tiles / (full waves · slots).
+inline double decode_wave_efficiency(long long tiles, int slots) {
+  const long long waves = (tiles + slots - 1) / slots;
+  return waves == 0 ? 0.0 : double(tiles) / double(waves * slots);
 }
 
 /// The plan of `s` (see the file comment). Needs sensible values (the API validates them first): batch, heads,
